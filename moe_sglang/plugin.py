@@ -1,0 +1,59 @@
+"""SGLang general plugin (entry point group `sglang.srt.plugins`, name `moe_serve`).
+
+SGLang calls `load()` in its main process before server arguments are post-processed and as the first step of each
+scheduler process. On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it:
+
+1. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
+   speculative-decoding helpers call (`service.kernels.sgl_cpu_ops`); no PyPI wheel ships them for CPU. Must happen
+   before the model runner is built: the backend looks the attention ops up in its constructor.
+2. tells SGLang the platform has AMX (`override_platform(has_amx=True)`), so its argument post-processing keeps the
+   `intel_amx` backend instead of silently rewriting it to `torch_native` (which rejects target-verify batches). Only
+   the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
+   `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed.
+
+On CUDA machines it does nothing here: SGLang's own kernels and FlashInfer are used. SGLang logs and swallows plugin
+exceptions, so failures are also recorded in `PluginState` and re-raised where our launcher checks them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PluginState:
+    loaded: bool = False  # load() ran to the end in this process
+    cpu_ops: list[str] = field(default_factory=list)  # sgl_kernel ops registered by us in this process
+    platform_override: bool = False  # has_amx overridden in this process
+
+
+STATE = PluginState()  # per process by nature: SGLang loads plugins once per process
+
+
+def cpu_engine() -> bool:
+    return os.environ.get("SGLANG_USE_CPU_ENGINE", "0") == "1"
+
+
+def load() -> None:
+    from moe_sglang.compat import check_sglang
+
+    check_sglang()
+    if cpu_engine():
+        _load_cpu()
+    STATE.loaded = True
+    logger.info("moe-serve plugin loaded (cpu=%s, ops=%d)", cpu_engine(), len(STATE.cpu_ops))
+
+
+def _load_cpu() -> None:
+    from sglang.srt.runtime_context import override_platform
+
+    from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
+
+    STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel")
+    if not STATE.platform_override:
+        override_platform(has_amx=True).install()
+        STATE.platform_override = True
