@@ -11,7 +11,9 @@ import importlib
 import sys
 
 # subcommand -> (module with add_arguments/run, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "engine": ("moe_sglang.cli", "SGLang server on the embedded default (CPU) or a GPU, with the moe-serve plugin"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,56 @@
+"""`moe-serve engine`: SGLang's HTTP server on the embedded default (CPU) or a GPU, with our plugin loaded."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, SPEC_ALGORITHMS, EngineConfig, SpeculationConfig
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="HF checkpoint folder (default: bundled model)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--dtype", default=None, help="default: float32 on CPU, auto on GPU")
+    parser.add_argument("--speculative", default="ngram", choices=SPEC_ALGORITHMS)
+    parser.add_argument("--draft-model", default=str(DEFAULT_DRAFT_MODEL), help="STANDALONE draft model")
+    parser.add_argument("--spec-steps", type=int, default=3)
+    parser.add_argument("--spec-topk", type=int, default=1)
+    parser.add_argument("--spec-draft-tokens", type=int, default=4)
+    parser.add_argument("--max-total-tokens", type=int, default=None)
+    parser.add_argument("--max-running-requests", type=int, default=None)
+    parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    extra = tuple(a for a in args.sglang_args if a != "--")
+    spec = SpeculationConfig(
+        algorithm=args.speculative,
+        draft_model_path=args.draft_model if args.speculative == "standalone" else None,
+        num_steps=args.spec_steps,
+        topk=args.spec_topk,
+        num_draft_tokens=args.spec_draft_tokens,
+    )
+    return EngineConfig(
+        model_path=args.model,
+        host=args.host,
+        port=args.port,
+        device=args.device,
+        dtype=args.dtype,
+        speculation=spec,
+        max_total_tokens=args.max_total_tokens,
+        max_running_requests=args.max_running_requests,
+        extra_args=extra,
+    )
+
+
+add_arguments = add_engine_arguments
+
+
+def run(args: argparse.Namespace) -> int:
+    from moe_sglang.launch import server_command
+
+    argv, env = server_command(engine_config(args))
+    os.execvpe(argv[0], argv, env)  # the server becomes this process: signals and exit codes pass through
