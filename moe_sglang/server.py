@@ -1,0 +1,89 @@
+"""Start and stop an SGLang server process built from an EngineConfig (used by `moe-serve up`, tests and benches)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+
+from moe_sglang.launch import EngineConfig, server_command
+
+
+class EngineStartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float, log_path: Path | None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise EngineStartError(f"SGLang server exited with {proc.returncode}{_log_tail(log_path)}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health_generate", timeout=30).status_code == 200:
+                return
+        time.sleep(1.0)
+    raise EngineStartError(f"SGLang server not healthy after {timeout:.0f} s{_log_tail(log_path)}")
+
+
+def check_cpu_backend(url: str, config: EngineConfig, log_path: Path | None) -> None:
+    """On CPU our plugin must have kept the intel_amx backend; SGLang swallows plugin errors and falls back to
+    torch_native, which would make every speculative request fail. Say so at start instead."""
+    if config.resolved_device() != "cpu":
+        return
+    backend = httpx.get(f"{url}/server_info", timeout=30).json().get("attention_backend")
+    if backend != "intel_amx":
+        raise EngineStartError(
+            f"attention backend is {backend!r}, not 'intel_amx': the moe-serve SGLang plugin did not load "
+            f"(is moe-serve installed in this environment?){_log_tail(log_path)}"
+        )
+
+
+def _log_tail(log_path: Path | None, lines: int = 40) -> str:
+    if log_path is None or not log_path.exists():
+        return ""
+    return "\n--- server log (tail) ---\n" + "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def running_engine(config: EngineConfig, log_path: Path | None = None, timeout: float = 300) -> Iterator[str]:
+    """Run the server until the block exits; yields its base URL. A port of 0 picks a free one."""
+    if config.port == 0:
+        config = replace(config, port=free_port())
+    argv, env = server_command(config)
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://{config.host}:{config.port}"
+    try:
+        wait_healthy(url, proc, timeout, log_path)
+        check_cpu_backend(url, config, log_path)
+        yield url
+    finally:
+        _stop(proc)
+        if log_path:
+            log.close()
+
+
+def _stop(proc: subprocess.Popen, grace: float = 20) -> None:
+    # SGLang spawns scheduler/detokenizer children: signal the whole process group.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
