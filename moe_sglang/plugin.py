@@ -10,6 +10,7 @@ scheduler process. On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it:
    `intel_amx` backend instead of silently rewriting it to `torch_native` (which rejects target-verify batches). Only
    the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed.
+3. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version.
 
 On CUDA machines it does nothing here: SGLang's own kernels and FlashInfer are used. SGLang logs and swallows plugin
 exceptions, so failures are also recorded in `PluginState` and re-raised where our launcher checks them.
@@ -54,6 +55,24 @@ def _load_cpu() -> None:
     from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
 
     STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel")
+    _replace_triton_only_functions()
     if not STATE.platform_override:
         override_platform(has_amx=True).install()
         STATE.platform_override = True
+
+
+# SGLang functions that exist only as Triton kernels, replaced on CPU by their torch versions. The targets are the
+# names as the model modules imported them (a module-level `from ... import`), which is what their code calls.
+_TRITON_ONLY = {
+    "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul": "gate_sigmoid_mul",
+    "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul_add": "gate_sigmoid_mul_add",
+}
+
+
+def _replace_triton_only_functions() -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    from service.kernels import shared_expert_gate
+
+    for target, name in _TRITON_ONLY.items():
+        HookRegistry.register(target, getattr(shared_expert_gate, name), HookType.REPLACE)

@@ -1,0 +1,50 @@
+"""Greedy output with NGRAM and STANDALONE speculation (chain and tree) == without speculation, and speculation
+really ran: accepted drafts are seen (meta_info spec_accept_length > 1) on prompts that draft well."""
+
+import pytest
+
+from tests.moe_sglang.conftest import engine_config, generate
+from tests.moe_sglang.prompts import REPETITIVE, random_prompts
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
+
+LONG, SHORT = 48, 10
+ACCEPTING = REPETITIVE
+REJECTING = random_prompts(3, 10, vocab=300, seed=7)
+
+
+@pytest.fixture(scope="module")
+def plain_outputs(tiny_models, engine_pool):
+    """Reference outputs of the same model without speculation, keyed by (prompt, length)."""
+    url = engine_pool.url(engine_config(tiny_models["mixtral"]))
+    cases = [(tuple(p), LONG) for p in ACCEPTING] + [(tuple(p), SHORT) for p in REJECTING]
+    return {case: generate(url, list(case[0]), case[1], ignore_eos=True)["output_ids"] for case in cases}
+
+
+SPEC_CASES = {
+    "ngram-chain": dict(algorithm="ngram", topk=1, num_draft_tokens=4),
+    "ngram-tree": dict(algorithm="ngram", topk=4, num_draft_tokens=8),
+    "standalone-chain": dict(algorithm="standalone", num_steps=3, topk=1, num_draft_tokens=4),
+    "standalone-tree": dict(algorithm="standalone", num_steps=3, topk=2, num_draft_tokens=6),
+    "standalone-poor-draft": dict(algorithm="standalone", num_steps=3, topk=1, num_draft_tokens=4),
+}
+
+
+@pytest.mark.parametrize("case", list(SPEC_CASES))
+def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engine_pool):
+    spec = dict(SPEC_CASES[case])
+    if spec["algorithm"] == "standalone":
+        draft = "mixtral-other" if case == "standalone-poor-draft" else "mixtral"
+        spec["draft_model_path"] = str(tiny_models[draft])
+    url = engine_pool.url(engine_config(tiny_models["mixtral"], **spec))
+    accept_lengths = []
+    for (prompt, length), expected in plain_outputs.items():
+        out = generate(url, list(prompt), length, ignore_eos=True)
+        assert out["output_ids"] == expected, f"{case}: prompt {prompt[:6]}... diverged from plain decoding"
+        assert out["meta_info"]["spec_verify_ct"] > 0, f"{case}: no verify step ran"
+        if length == LONG:
+            accept_lengths.append(out["meta_info"]["spec_accept_length"])
+    if case == "standalone-poor-draft":
+        assert min(accept_lengths) < 1.5, f"a draft with other weights should be rejected mostly: {accept_lengths}"
+    else:
+        assert max(accept_lengths) > 1.5, f"{case}: drafts were never accepted: {accept_lengths}"
