@@ -96,7 +96,7 @@ def test_one_hot_target_reduces_to_greedy_verification():
 
 
 def test_rejected_children_are_excluded_from_the_residual():
-    # coin 1 - eps rejects both A and B at the root; the residual must never emit them
+    # whenever both A and B are rejected at the root, the residual draw must never emit them
     target = TARGET.clone()
     emitted, accept_num = _run(target, bs=400, seed=5)
     residual_draws = [seq[0] for seq, k in zip(emitted, accept_num.tolist(), strict=True) if k == 0]
