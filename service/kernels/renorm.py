@@ -30,7 +30,7 @@ def top_k_renorm_prob(probs: torch.Tensor, top_k: torch.Tensor | int) -> torch.T
     probs = probs.float()
     rows, vocab = probs.shape
     ks = _per_row(top_k, rows, torch.int64, probs.device).clamp(1, vocab)
-    order = probs.argsort(-1, descending=True, stable=True)
+    order = probs.argsort(dim=-1, descending=True, stable=True)
     keep_sorted = torch.arange(vocab, device=probs.device)[None, :] < ks[:, None]
     return _renormalise(probs, keep_sorted, order)
 
@@ -41,7 +41,7 @@ def top_p_renorm_prob(probs: torch.Tensor, top_p: torch.Tensor | float) -> torch
     probs = probs.float()
     rows, _ = probs.shape
     ps = _per_row(top_p, rows, torch.float32, probs.device)
-    order = probs.argsort(-1, descending=True, stable=True)
+    order = probs.argsort(dim=-1, descending=True, stable=True)
     sorted_probs = torch.gather(probs, 1, order)
     exclusive_mass = torch.cumsum(sorted_probs, -1) - sorted_probs
     return _renormalise(probs, exclusive_mass <= ps[:, None], order)
