@@ -11,6 +11,7 @@ scheduler process. On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it:
    the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed.
 3. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version.
+4. makes sampled speculative verification lossless on CPU (see sampled_verify.py).
 
 On CUDA machines it does nothing here: SGLang's own kernels and FlashInfer are used. SGLang logs and swallows plugin
 exceptions, so failures are also recorded in `PluginState` and re-raised where our launcher checks them.
@@ -30,6 +31,7 @@ class PluginState:
     loaded: bool = False  # load() ran to the end in this process
     cpu_ops: list[str] = field(default_factory=list)  # sgl_kernel ops registered by us in this process
     platform_override: bool = False  # has_amx overridden in this process
+    sampled_verify: list[str] = field(default_factory=list)  # eagle_utils names given torch versions
 
 
 STATE = PluginState()  # per process by nature: SGLang loads plugins once per process
@@ -52,10 +54,12 @@ def load() -> None:
 def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
+    from moe_sglang import sampled_verify
     from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
 
     STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel")
     _replace_triton_only_functions()
+    STATE.sampled_verify = sampled_verify.install()
     if not STATE.platform_override:
         override_platform(has_amx=True).install()
         STATE.platform_override = True

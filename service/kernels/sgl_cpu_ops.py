@@ -21,6 +21,7 @@ from service.kernels.cache_locs import (
 )
 from service.kernels.draft_inputs import rotate_input_ids_cpu
 from service.kernels.kv_slot_copy import copy_all_layer_kv_cache_cpu
+from service.kernels.murmur_hash import murmur_hash32_cpu
 from service.kernels.rejection_sampling import tree_speculative_sampling_target_only_cpu
 from service.kernels.spec_tree import build_tree_kernel_efficient_cpu, reconstruct_indices_from_tree_mask_cpu
 from service.kernels.spec_verify import fill_bonus_tokens_cpu, verify_tree_greedy_cpu
@@ -121,6 +122,7 @@ OPS: tuple[CpuOp, ...] = (
         "bool deterministic) -> ()",
         tree_speculative_sampling_target_only_cpu,
     ),
+    CpuOp("murmur_hash32_cpu(Tensor seed, Tensor positions, Tensor col_indices) -> Tensor", murmur_hash32_cpu),
 )
 
 # torch.library drops a Library's registrations when the object is garbage-collected, so the Library of each
@@ -131,6 +133,8 @@ _LIBRARIES: dict[str, torch.library.Library] = {}
 def _fake(op: CpuOp) -> Callable[..., object]:
     if op.name == "build_draft_decode_metadata_cpu":
         return _fake_draft_decode_metadata
+    if op.name == "murmur_hash32_cpu":
+        return lambda seed, positions, cols: seed.new_empty((seed.shape[0], cols.shape[0]), dtype=torch.uint32)
     return lambda *args, **kwargs: None
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import torch
 
 
-def gate_sigmoid_mul(hidden_states: torch.Tensor, gate_weight: torch.Tensor, shared_output: torch.Tensor) -> torch.Tensor:
+def gate_sigmoid_mul(
+    hidden_states: torch.Tensor, gate_weight: torch.Tensor, shared_output: torch.Tensor
+) -> torch.Tensor:
     # hidden_states [T, H], gate_weight [H], shared_output [T, H] -> [T, H]
     gate = torch.sigmoid(hidden_states.float() @ gate_weight.float())  # [T]
     return (gate[:, None] * shared_output.float()).to(shared_output.dtype)

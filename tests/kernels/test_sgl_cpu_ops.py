@@ -22,6 +22,7 @@ EXPECTED = {
     "fill_bonus_tokens_cpu",
     "rotate_input_ids_cpu",
     "tree_speculative_sampling_target_only_cpu",
+    "murmur_hash32_cpu",
 }
 
 

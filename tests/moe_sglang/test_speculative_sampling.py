@@ -62,4 +62,6 @@ def test_speculative_sampling_is_lossless(algorithm, tiny_models, engine_pool):
 
     u = pit_values(model, [(prompt, ids) for ids, _ in results], TEMPERATURE)
     ks = stats.kstest(u, "uniform")
-    assert ks.pvalue > 1e-3, f"sampled tokens do not follow the target distribution: KS={ks.statistic:.4f} p={ks.pvalue:.2e}"
+    assert ks.pvalue > 1e-3, (
+        f"sampled tokens do not follow the target distribution: KS={ks.statistic:.4f} p={ks.pvalue:.2e}"
+    )

@@ -63,9 +63,7 @@ def _config(arch: str, vocab_size: int, hidden: int, layers: int, experts: int):
             **common,
         )
     if arch == "olmoe":
-        return transformers.OlmoeConfig(
-            intermediate_size=hidden, num_experts=experts, num_experts_per_tok=2, **common
-        )
+        return transformers.OlmoeConfig(intermediate_size=hidden, num_experts=experts, num_experts_per_tok=2, **common)
     raise ValueError(f"unknown arch {arch!r}; expected one of {ARCHS}")
 
 
