@@ -11,7 +11,12 @@ import importlib
 import sys
 
 # subcommand -> (module with add_arguments/run, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "replay": (
+        "service.traces.cli",
+        "replay a request trace (Mooncake, Azure, BurstGPT) and write a latency/goodput report",
+    ),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

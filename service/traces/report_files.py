@@ -75,6 +75,8 @@ def _ms(seconds: float | None) -> str:
 
 
 def _plot(path: Path, series: list[dict], title: str) -> None:
+    if not series:
+        return
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -82,12 +84,14 @@ def _plot(path: Path, series: list[dict], title: str) -> None:
 
     t = [row["start_s"] for row in series]
     fig, (ax_rate, ax_lat) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    ax_rate.step(t, [row["arrival_rate"] for row in series], where="post")
+    rates = [row["arrival_rate"] for row in series]
+    width = t[1] - t[0] if len(t) > 1 else 1.0
+    ax_rate.step([*t, t[-1] + width], [*rates, rates[-1]], where="post")  # close the last bucket
     ax_rate.set_ylabel("arrivals (req/s)")
     ax_rate.set_title(title)
     for key, style in (("ttft_p50_ms", "-"), ("ttft_p99_ms", "--"), ("tpot_p50_ms", "-"), ("tpot_p99_ms", "--")):
         values = [row[key] if row[key] is not None else float("nan") for row in series]
-        ax_lat.plot(t, values, style, label=key.replace("_ms", ""))
+        ax_lat.plot(t, values, style, marker=".", label=key.replace("_ms", ""))
     ax_lat.set_yscale("log")
     ax_lat.set_ylabel("latency (ms)")
     ax_lat.set_xlabel("schedule time (s)")
