@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"no requests left in {s.source}")
         return 1
 
-    builder = PromptBuilder(_load_tokenizer(args.tokenizer or args.model), seed=args.seed)
+    builder = PromptBuilder(load_tokenizer(args.tokenizer or args.model), seed=args.seed)
     prompts = [builder.build(r) for r in tqdm(s.requests, desc="prompts", unit="req")]
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     config = ReplayConfig(
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if summary["completed"] else 1
 
 
-def _load_tokenizer(name: str):
+def load_tokenizer(name: str):
     if name.endswith(".json") and Path(name).is_file():
         from tokenizers import Tokenizer
 
