@@ -3,7 +3,8 @@
 Each prefix-block id maps to one fixed sequence of BLOCK_TOKENS tokens; a prompt is its blocks' tokens joined, the last
 block cut short, so requests sharing block ids share a token prefix and the prefix cache sees the trace's real reuse
 (issue 6, item 2). Text is built only from "word" tokens (a space then letters) that encode to themselves alone and
-back to back, so joining their strings re-encodes to exactly the chosen tokens; `build` checks this by re-encoding.
+back to back; with a pre-tokenizer that splits before spaces (GPT-2/Llama-3 style byte-level BPE) joining their strings
+then re-encodes to exactly the chosen tokens. `build` checks that by re-encoding and says so when a tokenizer differs.
 """
 
 from __future__ import annotations
