@@ -13,6 +13,10 @@ import sys
 # subcommand -> (module with add_arguments/run, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "engine": ("moe_sglang.cli", "SGLang server on the embedded default (CPU) or a GPU, with the moe-serve plugin"),
+    "replay": (
+        "service.traces.cli",
+        "replay a request trace (Mooncake, Azure, BurstGPT) and write a latency/goodput report",
+    ),
 }
 
 
