@@ -106,17 +106,22 @@ def fused_moe_masked(
     topk_weights: torch.Tensor,
     expert_mask: torch.Tensor | None = None,
     *,
-    block_m: int = 16,
-    block_n: int = 32,
-    block_k: int = 32,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    block_k: int | None = None,
 ) -> torch.Tensor:
-    """Triton twin of `moe_ref.moe_forward`: x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k] → [T, H] in x's dtype."""
+    """Triton twin of `moe_ref.moe_forward`: x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k] → [T, H] in x's dtype.
+
+    Block sizes default to `default_blocks`; pass them to tune.
+    """
     check_moe_shapes(x, w13, w2, topk_ids, topk_weights, expert_mask)
     if not (x.dtype == w13.dtype == w2.dtype):
         raise ValueError(f"x, w13 and w2 must share a dtype, got {x.dtype}, {w13.dtype}, {w2.dtype}")
     num_experts, two_inter, hidden = w13.shape
     inter = two_inter // 2
     num_tokens, top_k = topk_ids.shape
+    auto_m, auto_n, auto_k = default_blocks(num_tokens * top_k, num_experts, x.device)
+    block_m, block_n, block_k = block_m or auto_m, block_n or auto_n, block_k or auto_k
     blocks = sort_slots_by_expert(topk_ids, num_experts, block_m, expert_mask)
     num_blocks = blocks.block_expert.numel()
     # Per-slot output starts at zero: slots of masked experts are never written and must add nothing.
@@ -139,3 +144,13 @@ def fused_moe_masked(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
     )  # fmt: skip
     return out_slots.view(num_tokens, top_k, hidden).sum(dim=1).to(x.dtype)
+
+
+def default_blocks(num_slots: int, num_experts: int, device: torch.device) -> tuple[int, int, int]:
+    """(block_m, block_n, block_k): small tiles for the interpreter; on CUDA block_m follows slots per expert, because a
+    verify batch of a few tokens leaves most of a 64-row tile as padding. Untuned starting points, not measured optima."""
+    if device.type != "cuda":
+        return 16, 32, 32
+    per_expert = num_slots / max(num_experts, 1)
+    block_m = 16 if per_expert <= 16 else 32 if per_expert <= 64 else 64
+    return block_m, 64, 64

@@ -59,9 +59,9 @@ def int4_gemm(
     scales: torch.Tensor,
     group_size: int = GROUP_SIZE,
     *,
-    block_m: int = 16,
+    block_m: int = 16,  # decode/verify batches are a few rows
     block_n: int = 32,
-    block_k: int = 64,
+    block_k: int = 64,  # unpacked columns per tile; capped at group_size
 ) -> torch.Tensor:
     """Triton twin of `int4.int4_matmul_ref`: x [M, K], packed [N, K/2] uint8, scales [N, K/G] → [M, N] in x's dtype."""
     check_int4_matmul_shapes(x, packed, scales, group_size)
