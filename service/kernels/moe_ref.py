@@ -132,8 +132,12 @@ def check_moe_shapes(
     topk_ids: torch.Tensor,
     topk_weights: torch.Tensor,
     expert_mask: torch.Tensor | None,
+    *,
+    check_values: bool = True,
 ) -> None:
-    """Raise ValueError naming the first inconsistent shape; shared by every MoE backend so they reject the same inputs."""
+    """Raise ValueError naming the first inconsistent shape; shared by every MoE backend so they reject the same inputs.
+
+    `check_values=False` skips the expert-id range check, the one check that reads tensor values (a device sync)."""
     if x.dim() != 2:
         raise ValueError(f"x must be [T, H], got shape {tuple(x.shape)}")
     if w13.dim() != 3 or w13.shape[2] != x.shape[1] or w13.shape[1] % 2:
@@ -144,7 +148,7 @@ def check_moe_shapes(
     _check_topk(topk_ids, topk_weights)
     if topk_ids.shape[0] != x.shape[0]:
         raise ValueError(f"topk_ids has {topk_ids.shape[0]} tokens, x has {x.shape[0]}")
-    if topk_ids.numel() and (int(topk_ids.min()) < 0 or int(topk_ids.max()) >= num_experts):
+    if check_values and topk_ids.numel() and (int(topk_ids.min()) < 0 or int(topk_ids.max()) >= num_experts):
         raise ValueError(f"topk_ids must lie in [0, {num_experts})")
     if expert_mask is not None:
         _check_mask(expert_mask, num_experts)

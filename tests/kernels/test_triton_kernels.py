@@ -87,3 +87,22 @@ def test_triton_beats_reference_loop_on_cuda():
     triton_ms = _cuda_ms(lambda: fused_moe_masked(x, w13, w2, ids, weights))
     reference_ms = _cuda_ms(lambda: moe_forward(x, w13, w2, ids, weights))
     assert triton_ms < reference_ms, (triton_ms, reference_ms)
+
+
+@pytest.mark.gpu
+def test_mask_is_honoured_across_cuda_graph_replays():
+    """The budget mask is a tensor the captured graph reads on every replay (MoE-Spec's SGLang pitfall: a baked-in flag)."""
+    from service.kernels.moe_ref import moe_forward
+    from service.kernels.triton.fused_moe_masked import fused_moe_masked
+
+    x, w13, w2, ids, weights = triton_cases._moe_inputs("cuda", 8, 64, 64, 4, 2)
+    mask = torch.ones(4, dtype=torch.bool, device="cuda")
+    fused_moe_masked(x, w13, w2, ids, weights, mask)  # compile before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fused_moe_masked(x, w13, w2, ids, weights, mask)
+    for bits in ([1, 1, 1, 1], [1, 0, 1, 0], [0, 0, 0, 0]):
+        mask.copy_(torch.tensor(bits, dtype=torch.bool))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, moe_forward(x, w13, w2, ids, weights, mask), atol=3e-2, rtol=3e-2)

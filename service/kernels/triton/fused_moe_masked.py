@@ -5,6 +5,8 @@ Two grouped GEMMs over token slots sorted by expert (expert_blocks.py), one expe
 2. `_down_weighted`: y[s] = w[s] · act[s] @ w2[e].T, written per slot and summed over a token's k slots afterwards (no
    atomics, so the result does not depend on scheduling order).
 Masked experts get no block, so their weights are never loaded. Same semantics as moe_ref.moe_forward, which is the oracle.
+Nothing waits on the device (see expert_blocks.py), so a caller may capture the call in a CUDA graph with a mask tensor it
+rewrites between replays.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def _gate_up_act(
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    if expert < 0:  # a worst-case block no expert needed (expert_blocks.max_blocks)
+        return
     slots = tl.load(slot_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))  # [BM]; padding == num_slots
     valid_m = slots < num_slots
     tokens = (slots // top_k).to(tl.int64)
@@ -68,6 +72,8 @@ def _down_weighted(
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    if expert < 0:  # a worst-case block no expert needed (expert_blocks.max_blocks)
+        return
     slots = tl.load(slot_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
     valid_m = slots < num_slots
     slots64 = slots.to(tl.int64)
@@ -114,7 +120,9 @@ def fused_moe_masked(
 
     Block sizes default to `default_blocks`; pass them to tune.
     """
-    check_moe_shapes(x, w13, w2, topk_ids, topk_weights, expert_mask)
+    # Checking id values reads them on the host, which a CUDA graph capture forbids; shapes are still checked there.
+    capturing = x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    check_moe_shapes(x, w13, w2, topk_ids, topk_weights, expert_mask, check_values=not capturing)
     if not (x.dtype == w13.dtype == w2.dtype):
         raise ValueError(f"x, w13 and w2 must share a dtype, got {x.dtype}, {w13.dtype}, {w2.dtype}")
     num_experts, two_inter, hidden = w13.shape
@@ -126,7 +134,7 @@ def fused_moe_masked(
     num_blocks = blocks.block_expert.numel()
     # Per-slot output starts at zero: slots of masked experts are never written and must add nothing.
     out_slots = torch.zeros((blocks.num_slots, hidden), dtype=torch.float32, device=x.device)  # [T*k, H]
-    if num_blocks == 0:
+    if blocks.num_slots == 0:
         return out_slots.view(num_tokens, top_k, hidden).sum(dim=1).to(x.dtype)
     act = torch.empty((blocks.num_slots, inter), dtype=w2.dtype, device=x.device)  # [T*k, I]
     weights = topk_weights.reshape(-1).contiguous()  # [T*k]
