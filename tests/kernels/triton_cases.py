@@ -98,6 +98,15 @@ def dispatch_forced_triton(device):
     return got, moe_ref.moe_forward(x, w13, w2, ids, weights, mask)
 
 
+def dispatch_forced_triton_int4(device):
+    from service.kernels import dispatch
+
+    packed, scales = int4.quantize_int4(torch.randn(16, 128, generator=torch.Generator().manual_seed(2)))
+    x = torch.randn(3, 128, generator=torch.Generator().manual_seed(4))
+    packed, scales, x = packed.to(device), scales.to(device), x.to(device)
+    return dispatch.int4_matmul(x, packed, scales, backend="triton"), int4.int4_matmul_ref(x, packed, scales)
+
+
 def rejects_mixed_dtypes(device):
     x, w13, w2, ids, weights = _moe_inputs(device, 3, 32, 32, 4, 2)
     try:
@@ -119,6 +128,7 @@ CASES = [
     Case("int4_group128", int4_case(5, 40, 256, 128), 1e-4),
     Case("int4_group32_rows_over_block", int4_case(17, 24, 96, 32), 1e-4),
     Case("dispatch_forced_triton", dispatch_forced_triton, 1e-5),
+    Case("dispatch_forced_triton_int4", dispatch_forced_triton_int4, 1e-4),
     Case("rejects_mixed_dtypes", rejects_mixed_dtypes, 0.0),
 ]
 
