@@ -15,6 +15,11 @@ TEXT = (
 
 ARCHS = ("mixtral", "qwen2_moe", "olmoe")
 
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
 
 def make_tokenizer(path: Path, vocab_size: int = 320) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -30,6 +35,8 @@ def make_tokenizer(path: Path, vocab_size: int = 320) -> None:
     )
     tok.train_from_iterator([TEXT], trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+    # A minimal chat template so /v1/chat/completions has something to render.
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(path)
 
 
