@@ -64,9 +64,11 @@ def engine_pool(tmp_path_factory) -> Iterator[EnginePool]:
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """Random checkpoints: one per architecture, plus a Mixtral with other weights as a poor draft."""
+    """Random checkpoints: one per architecture; an echo Mixtral (drafts get accepted, see make_checkpoint) as the
+    speculation target and its own good draft; a Mixtral with other weights as a poor draft."""
     root = tmp_path_factory.mktemp("tiny-models")
     models = {arch: make_checkpoint(root / arch, arch) for arch in ARCHS}
+    models["mixtral-echo"] = make_checkpoint(root / "mixtral-echo", "mixtral", echo=8.0)
     models["mixtral-other"] = make_checkpoint(root / "mixtral-other", "mixtral", seed=1)
     return models
 

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def url(tiny_models, engine_pool):
-    return engine_pool.url(engine_config(tiny_models["mixtral"], algorithm="ngram", topk=1, num_draft_tokens=4))
+    return engine_pool.url(engine_config(tiny_models["mixtral-echo"], algorithm="ngram", topk=1, num_draft_tokens=4))
 
 
 def sse_events(response: httpx.Response) -> list[str]:

@@ -16,7 +16,7 @@ REJECTING = random_prompts(3, 10, vocab=300, seed=7)
 @pytest.fixture(scope="module")
 def plain_outputs(tiny_models, engine_pool):
     """Reference outputs of the same model without speculation, keyed by (prompt, length)."""
-    url = engine_pool.url(engine_config(tiny_models["mixtral"]))
+    url = engine_pool.url(engine_config(tiny_models["mixtral-echo"]))
     cases = [(tuple(p), LONG) for p in ACCEPTING] + [(tuple(p), SHORT) for p in REJECTING]
     return {case: generate(url, list(case[0]), case[1], ignore_eos=True)["output_ids"] for case in cases}
 
@@ -34,9 +34,9 @@ SPEC_CASES = {
 def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engine_pool):
     spec = dict(SPEC_CASES[case])
     if spec["algorithm"] == "standalone":
-        draft = "mixtral-other" if case == "standalone-poor-draft" else "mixtral"
+        draft = "mixtral-other" if case == "standalone-poor-draft" else "mixtral-echo"
         spec["draft_model_path"] = str(tiny_models[draft])
-    url = engine_pool.url(engine_config(tiny_models["mixtral"], **spec))
+    url = engine_pool.url(engine_config(tiny_models["mixtral-echo"], **spec))
     accept_lengths = []
     for (prompt, length), expected in plain_outputs.items():
         out = generate(url, list(prompt), length, ignore_eos=True)

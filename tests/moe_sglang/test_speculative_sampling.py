@@ -44,7 +44,7 @@ def pit_values(model_path, samples, temperature, seed=0):
 def test_speculative_sampling_is_lossless(algorithm, tiny_models, engine_pool):
     from scipy import stats
 
-    model = tiny_models["mixtral"]
+    model = tiny_models["mixtral-echo"]
     url = engine_pool.url(engine_config(model, algorithm=algorithm, topk=1, num_draft_tokens=4))
     prompt = REPETITIVE[1]
     sampling = dict(temperature=TEMPERATURE, top_p=1.0, top_k=-1, min_p=0.0, ignore_eos=True)
