@@ -42,10 +42,9 @@ def budget_for_mass(scores: Sequence[float], target: float, minimum: int = 1) ->
     total = sum(scores)
     if total <= 0:
         return minimum
-    kept, b = 0.0, 0
-    for s in sorted(scores, reverse=True):
+    kept = 0.0
+    for b, s in enumerate(sorted(scores, reverse=True), start=1):
         kept += s
-        b += 1
         if b >= minimum and kept >= target * total * (1 - 1e-12):
             return b
     return len(scores)

@@ -4,8 +4,9 @@
   near-full T       = ceil(log_{1-k/E}(1 - τ))      tokens after which N(t) >= τ·E
   target efficiency = T_T(B, 1) / T_T(B, γ+1)      cost of verifying γ+1 tokens per request relative to plain decode
   speedup           = σ(γ+1) / (γ·T_D/T_T(B,1) + T_rej/T_T(B,1) + T_T(B,γ+1)/T_T(B,1))
-Real routers have token-to-expert affinity, so fewer experts are hit than N(t) says; `effective_top_k` finds the k
-that makes N(t) match a measurement, and `StepTimeModel` uses it.
+Real routers have token-to-expert affinity: consecutive tokens of one request tend to reuse experts (Cascade §2,
+MoESD). `StepTimeModel` counts a request's extra verify tokens as (1 - a) fresh routings each, i.e.
+N = E·(1 - (1 - k/E)^F), F = B + (n - B)·(1 - a), and learns a from measured unique experts by inverting N.
 """
 
 from __future__ import annotations
@@ -53,19 +54,10 @@ def speedup(
     return sigma * (gamma + 1) / cost
 
 
-def effective_top_k(tokens: float, unique: float, num_experts: int, top_k: int) -> float:
-    """The k' in (0, top_k] with N(tokens; E, k') = unique, found by bisection (N grows with k')."""
-    if tokens <= 0:
-        return float(top_k)
-    target = min(max(unique, 1e-9), expected_experts(tokens, num_experts, top_k))
-    lo, hi = 1e-6, float(top_k)
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        if expected_experts(tokens, num_experts, mid) < target:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+def routing_events(unique: float, num_experts: int, top_k: int) -> float:
+    """Inverse of N: how many independent top-k draws would hit `unique` distinct experts on average."""
+    frac = min(max(unique, 0.0) / num_experts, 1.0 - 1e-9)
+    return math.log(1.0 - frac) / math.log(1.0 - top_k / num_experts) if top_k < num_experts else 1.0
 
 
 @dataclass(frozen=True)
@@ -95,7 +87,9 @@ class StepCoefficients:
 class StepTimeModel:
     """Predicts step time of a hypothetical (tokens, draft) configuration; refits itself from measured steps."""
 
-    def __init__(self, shape: MoeShape, prior: StepCoefficients, window: int = 256, ridge: float = 1e-3) -> None:
+    def __init__(
+        self, shape: MoeShape, prior: StepCoefficients, window: int = 256, ridge: float = 1e-3, affinity: float = 0.0
+    ) -> None:
         self.shape = shape
         self.coef = prior  # current coefficients (the prior until data arrives)
         self._prior = prior
@@ -103,24 +97,31 @@ class StepTimeModel:
         self._verify_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._other: float | None = None
-        self.k_eff = float(shape.top_k)  # experts per token once affinity is accounted for
+        self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
 
-    def experts(self, tokens: float, budget: int | None = None) -> float:
-        """Predicted Σ over layers of distinct experts for `tokens` verify tokens (capped by an expert budget)."""
-        per_layer = expected_experts(tokens, self.shape.num_experts, self.k_eff)
+    def experts(self, tokens: float, requests: int, budget: int | None = None) -> float:
+        """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all."""
+        fresh = requests + max(tokens - requests, 0) * (1.0 - self.affinity)
+        per_layer = expected_experts(fresh, self.shape.num_experts, self.shape.top_k)
         if budget is not None:
             per_layer = min(per_layer, float(budget))
         return self.shape.num_layers * per_layer
 
-    def step_time(self, tokens: int, draft_steps: int, draft_tokens: int, budget: int | None = None) -> float:
+    def verify_time(self, tokens: int, requests: int, budget: int | None = None) -> float:
         c = self.coef
-        verify = c.verify_fixed + c.per_token * tokens + c.per_expert * self.experts(tokens, budget)
+        return c.verify_fixed + c.per_token * tokens + c.per_expert * self.experts(tokens, requests, budget)
+
+    def step_time(
+        self, tokens: int, requests: int, draft_steps: int, draft_tokens: int, budget: int | None = None
+    ) -> float:
+        c = self.coef
         draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
-        return verify + draft + c.other
+        return self.verify_time(tokens, requests, budget) + draft + c.other
 
     def add(
         self,
         tokens: int,
+        requests: int,
         unique_experts: list[int] | tuple[int, ...],
         draft_steps: int,
         draft_tokens: int,
@@ -131,11 +132,13 @@ class StepTimeModel:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it)."""
         if unique_experts:
             mean_unique = sum(unique_experts) / len(unique_experts)
-            k_now = effective_top_k(tokens, mean_unique, self.shape.num_experts, self.shape.top_k)
-            self.k_eff = 0.8 * self.k_eff + 0.2 * k_now
+            if tokens > requests:  # only steps with drafts tell anything about affinity
+                fresh = routing_events(mean_unique, self.shape.num_experts, self.shape.top_k)
+                a_now = min(max(1.0 - (fresh - requests) / (tokens - requests), 0.0), 1.0)
+                self.affinity += 0.1 * (a_now - self.affinity)
             total = float(sum(unique_experts)) * self.shape.num_layers / len(unique_experts)
         else:
-            total = self.experts(tokens)
+            total = self.experts(tokens, requests)
         self._verify_rows.append(([1.0, float(tokens), total], verify_s))
         if draft_steps:
             self._draft_rows.append(([float(draft_steps), float(draft_tokens)], draft_s))

@@ -2,9 +2,9 @@
 
   e_r(K)   = 1 + Σ_{i<=K} Π_{j<=i} p_rj          expected tokens of request r (p from acceptance.AcceptanceTracker,
                                                   or the drafter's confidences once known, in `trim`)
-  T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N_eff(n) + draft,  n = Σ_r (K_r + 1),  N_eff(n) = E(1-(1-k'/E)^n)
-             with k' the affinity-corrected top-k fitted from measured unique experts (MoESD), coefficients by
-             least squares from measured steps
+  T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
+             over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts,
+             coefficients by least squares from measured steps
   J(K⃗)     = T(K⃗) · mean_r 1/e_r(K_r)            the batch's mean TPOT for this step
   utility of one more draft token for r:   U_r = J(K⃗) / J(K⃗ + 1_r)
              = (ETR gain of r, as harmonic share) / (marginal step time it adds for the whole batch)
@@ -152,9 +152,9 @@ class MoeServePolicy:
 
         def key(tokens: int, drafted: int, harmonic: float) -> tuple[int, float]:
             if drafting:
-                t = self.model.step_time(tokens, depth, drafted, self.expert_budget)
+                t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget)
             else:
-                t = self._verify_only(tokens)
+                t = self.model.verify_time(tokens, len(ks), self.expert_budget)
             return (1, t) if t > cap_s else (0, t * harmonic)
 
         best = key(tokens, drafted, harmonic)
@@ -174,15 +174,11 @@ class MoeServePolicy:
                 heapq.heappush(heap, (1.0 / (e[i] - _tail(probs[i], ks[i])) - 1.0 / e[i], i))
         return ks, best
 
-    def _verify_only(self, tokens: int) -> float:
-        c = self.model.coef
-        return c.verify_fixed + c.per_token * tokens + c.per_expert * self.model.experts(tokens, self.expert_budget)
-
     def _time(self, ks: list[int], drafting: bool) -> float:
         tokens = sum(ks) + len(ks)
         if not drafting:
-            return self._verify_only(tokens)
-        return self.model.step_time(tokens, max(ks, default=0), sum(ks), self.expert_budget)
+            return self.model.verify_time(tokens, len(ks), self.expert_budget)
+        return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget)
 
     def _budget(self) -> tuple[int, ...] | None:
         return None if self.expert_budget is None else (self.expert_budget,) * self.shape.num_layers
@@ -193,6 +189,7 @@ class MoeServePolicy:
                 self.accept.update(r.request_id, r.k, r.accepted)
         self.model.add(
             stats.verify_tokens,
+            stats.batch_size,
             stats.unique_experts,
             stats.draft_steps,
             sum(r.k for r in stats.requests),
