@@ -151,7 +151,7 @@ class AdaSpecPolicy:
                 count += 1
                 mean += (c - mean) / count
                 self._seen += 1
-                self.mean_conf += (c - self.mean_conf) / min(self._seen, 1000)
+                self.mean_conf += (c - self.mean_conf) / min(self._seen + 1, 1000)  # the prior counts once
             if count:
                 self._per_request[r.request_id] = (mean, count)
 
