@@ -30,7 +30,10 @@ class _Estimate:
         self.seen = [0.0] * len(values)  # outcomes folded in, capped at the trust level
 
     def add(self, i: int, outcome: float, alpha: float, trust: float) -> None:
-        self.ema[i] += alpha * (outcome - self.ema[i])
+        # a running mean over the first outcomes (the prior weighs as 2), then an EMA: a new request leaves a
+        # prior learnt from other requests within a few steps
+        weight = max(alpha, 1.0 / (self.seen[i] + 2.0))
+        self.ema[i] += weight * (outcome - self.ema[i])
         self.seen[i] = min(self.seen[i] + 1.0, trust)
 
     def blended(self, trust: float) -> list[float]:

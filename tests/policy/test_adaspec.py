@@ -42,10 +42,12 @@ def test_predict_grows_k_while_throughput_rises(mean_conf, expected):
     b = batch(4)
     d = p.decide(b)
     assert {r.k for r in d.requests} == {expected}
+
     # Θ at the chosen k is at least Θ one step either side
     def theta(k):
         run = sum(mean_conf**i for i in range(1, k + 1))
         return 4 * (1 + run) / p.time.predict(4 * (k + 1), 2000, k, 4 * k)
+
     k = expected
     assert theta(k) >= theta(max(k - 1, 0))
     if k < 7:
@@ -99,7 +101,9 @@ def test_slo_cap_is_never_exceeded_by_the_chosen_configuration(confs, tpot):
     accept = chains(confs)
     lens = p.trim_lengths(b, accept)
     draft_steps = max((len(a) for a in accept), default=0)
-    t = p.time.predict(sum(lens) + len(lens), b.requests[0].context_len * len(lens), draft_steps, sum(len(a) for a in accept))
+    t = p.time.predict(
+        sum(lens) + len(lens), b.requests[0].context_len * len(lens), draft_steps, sum(len(a) for a in accept)
+    )
     assert t <= tpot or sum(lens) == 0
     d = p.decide(b)
     k = d.requests[0].k
@@ -117,6 +121,16 @@ def test_time_model_refits_from_observed_steps():
         ctx = rng.randint(100, 20000)
         feats = (1, sum(ks) + n, ctx, max(ks), sum(ks))
         t = sum(c * f for c, f in zip(truth, feats, strict=True))
-        p.observe(StepStats(0.0, n, tuple(RequestStepStats(f"r{i}", k, 0) for i, k in enumerate(ks)), 0.0, t, 0.0,
-                            context_tokens=ctx, draft_steps=max(ks)))
+        p.observe(
+            StepStats(
+                0.0,
+                n,
+                tuple(RequestStepStats(f"r{i}", k, 0) for i, k in enumerate(ks)),
+                0.0,
+                t,
+                0.0,
+                context_tokens=ctx,
+                draft_steps=max(ks),
+            )
+        )
     assert p.time.coef == pytest.approx(truth, rel=3e-2)  # a little ridge pull toward the (zero) prior remains

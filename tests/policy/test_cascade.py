@@ -62,7 +62,7 @@ def test_useful_speculation_climbs_and_resets_back_off():
 def test_test_phases_start_on_the_batch_clock():
     p = CascadePolicy(align=32)
     starts = []
-    for i in range(400):
+    for _ in range(400):
         before = p.state_of("r0")
         was_testing = before.testing if before else None
         step(p, 3, 0.5, lambda k: 0)

@@ -46,7 +46,9 @@ def test_routing_events_inverts_expected_experts(experts, events, data):
         assert routing_events(n, experts, k) == pytest.approx(events, rel=1e-5)
 
 
-@pytest.mark.parametrize(("experts", "top_k", "tau", "expected"), [(8, 2, 0.95, 11), (64, 8, 0.95, 23), (64, 64, 0.95, 1)])
+@pytest.mark.parametrize(
+    ("experts", "top_k", "tau", "expected"), [(8, 2, 0.95, 11), (64, 8, 0.95, 23), (64, 64, 0.95, 1)]
+)
 def test_saturation_tokens_table(experts, top_k, tau, expected):
     t = saturation_tokens(experts, top_k, tau)
     assert t == expected

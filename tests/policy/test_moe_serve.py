@@ -80,7 +80,10 @@ def test_slo_cap_is_never_exceeded_by_the_chosen_configuration(n, p_accept, tpot
 
 def test_trim_verifies_less_of_a_low_confidence_draft():
     policy = trained(2, 0.9)
-    views = (RequestView("r0", draft_confidences=(0.95, 0.95, 0.95)), RequestView("r1", draft_confidences=(0.9, 0.01, 0.01)))
+    views = (
+        RequestView("r0", draft_confidences=(0.95, 0.95, 0.95)),
+        RequestView("r1", draft_confidences=(0.9, 0.01, 0.01)),
+    )
     b = BatchView(0.0, views, 7)
     d = policy.trim(b, plan(b, [3, 3]))
     assert d.requests[1].verify_len <= 1 < d.requests[0].verify_len

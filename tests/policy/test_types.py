@@ -25,8 +25,12 @@ def test_batch_rejects_negative_max_k():
 
 def test_step_stats_totals():
     s = StepStats(
-        now=1.0, batch_size=2, requests=(RequestStepStats("a", 3, 2), RequestStepStats("b", 0, 0)),
-        draft_s=0.001, verify_s=0.01, other_s=0.002,
+        now=1.0,
+        batch_size=2,
+        requests=(RequestStepStats("a", 3, 2), RequestStepStats("b", 0, 0)),
+        draft_s=0.001,
+        verify_s=0.01,
+        other_s=0.002,
     )
     assert s.step_s == pytest.approx(0.013)
     assert s.verify_tokens == 5  # (3 + 1) + (0 + 1)
