@@ -85,7 +85,7 @@ def plot(results: dict[int, dict[str, dict[str, float]]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer requests and one seed (a few seconds)")
-    parser.add_argument("--out", type=Path, default=Path("bench/out"), help="directory for JSON and PNG")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"), help="directory for JSON and PNG")
     args = parser.parse_args(argv)
     config = MatrixConfig(requests_per_slot=2, seeds=(0,)) if args.quick else MatrixConfig(seeds=(0, 1, 2))
     results = relative_tpot(config)
