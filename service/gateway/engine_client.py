@@ -7,8 +7,8 @@ SGLang server. Per-request fields SGLang accepts there and the gateway sets (nev
 (`{"moe_serve": hints}`, see hints.py; SGLang copies it into SamplingParams.custom_params where the plugin reads it),
 `return_spec_tokens_details` (speculation stats relayed into our metrics, `sglext` stripped before the client sees it).
 
-A replica that fails (connection error, 5xx, error event) before sending any token is marked unhealthy and the request
-is retried once on each other healthy replica; after the first token a failure reaches the client.
+A replica that fails (connection error, 5xx, error event) before sending any token sits out `failure_cooldown_s` and the
+request is retried once on each other healthy replica; after the first token a failure reaches the client.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -115,11 +116,12 @@ class EngineClient:
         return [ReplicaStats(r.url, r.outstanding, r.healthy, r.served, r.failures) for r in self.replicas]
 
     def any_healthy(self) -> bool:
-        return any(r.healthy for r in self.replicas)
+        now = time.monotonic()
+        return any(r.healthy and r.down_until <= now for r in self.replicas)
 
     # ---- requests --------------------------------------------------------------------------------------------
     def _pick(self, tried: set[str]) -> Replica:
-        replica = pick_replica(self.replicas, tried, self.config.max_outstanding)
+        replica = pick_replica(self.replicas, tried, self.config.max_outstanding, time.monotonic())
         if replica is None:
             if tried:
                 raise EngineUnavailable("every engine replica failed this request")
@@ -131,7 +133,7 @@ class EngineClient:
     def _fail(self, replica: Replica, why: str) -> None:
         logger.warning("engine replica %s failed before the first token: %s", replica.url, why)
         replica.failures += 1
-        replica.healthy = False  # the health loop brings it back
+        replica.down_until = time.monotonic() + self.config.failure_cooldown_s
 
     async def submit(self, path: str, body: dict) -> dict:
         """One non-streaming call; retried on another replica while no answer came back."""

@@ -12,6 +12,8 @@ class Replica:
     healthy: bool = True  # last /health probe (or last request) succeeded
     served: int = 0  # requests, ever sent here
     failures: int = 0  # requests, ever failed here before their first token
+    down_until: float = 0.0  # monotonic seconds; after a failed request the replica sits out until then, even if
+    # /health says 200 (SGLang's /health does not run a generation unless told to)
 
 
 @dataclass(frozen=True)
@@ -23,13 +25,16 @@ class ReplicaStats:
     failures: int  # requests failed before a token, total
 
 
-def pick_replica(replicas: list[Replica], exclude: set[str], max_outstanding: int) -> Replica | None:
-    """Healthy, not excluded, below the cap, fewest outstanding; ties go to the one served least (spreads cold starts).
+def pick_replica(replicas: list[Replica], exclude: set[str], max_outstanding: int, now: float = 0.0) -> Replica | None:
+    """Healthy, not cooling down at `now`, not excluded, below the cap, fewest outstanding; ties go to the one served
+    least (spreads cold starts).
 
     Returns None when no replica qualifies (the caller answers 503).
     """
     candidates = [
-        r for r in replicas if r.healthy and r.url not in exclude and r.outstanding < max_outstanding
+        r
+        for r in replicas
+        if r.healthy and r.down_until <= now and r.url not in exclude and r.outstanding < max_outstanding
     ]
     if not candidates:
         return None
