@@ -38,7 +38,10 @@ async def admit(state: GatewayState, tenant: Tenant, body: CompletionRequest | C
     models = state.served_models()
     if body.model not in models:
         raise GatewayError(
-            404, f"The model '{body.model}' does not exist. Served: {sorted(models)}.", code="model_not_found", param="model"
+            404,
+            f"The model '{body.model}' does not exist. Served: {sorted(models)}.",
+            code="model_not_found",
+            param="model",
         )
     config = state.config
     prompts = [estimate_prompt_tokens(b, t, config.limits.bytes_per_token) for b, t in prompt_sizes(body)]

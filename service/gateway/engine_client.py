@@ -69,17 +69,23 @@ class EngineClient:
             raise ValueError("engine: at least one replica URL is required")
         self.config = config
         self.replicas = [Replica(url.rstrip("/")) for url in config.urls]
-        self._http = httpx.AsyncClient(
-            transport=transport,
-            timeout=httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-        )
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None  # made on first use, inside the serving event loop
         self._inflight: dict[str, Replica] = {}  # rid -> replica serving it, for abort()
         self._health_task: asyncio.Task | None = None
-        self._background: set[asyncio.Task] = set()
         self.models: tuple[str, ...] = ()  # model ids the replicas list at /v1/models, refreshed by probes
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=self._transport,
+                timeout=httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+            )
+        return self._client
+
     async def start(self) -> None:
         await self.probe_all()
         self._health_task = asyncio.create_task(self._health_loop())
@@ -89,9 +95,10 @@ class EngineClient:
             self._health_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._health_task
-        for task in list(self._background):
-            task.cancel()
-        await self._http.aclose()
+        self._health_task = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     async def _health_loop(self) -> None:
         while True:
@@ -225,7 +232,9 @@ class EngineClient:
 
     async def _abort_on(self, replica: Replica, rid: str) -> None:
         try:
-            await self._http.post(f"{replica.url}/abort_request", json={"rid": rid}, timeout=self.config.connect_timeout_s)
+            await self._http.post(
+                f"{replica.url}/abort_request", json={"rid": rid}, timeout=self.config.connect_timeout_s
+            )
         except httpx.HTTPError as exc:
             logger.warning("abort of %s on %s failed: %r", rid, replica.url, exc)
 

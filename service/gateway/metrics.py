@@ -27,11 +27,19 @@ class GatewayMetrics:
         self.requests = Counter("moe_serve:requests", "Requests answered", ["tenant", "endpoint", "status"], registry=r)
         # histogram_quantile(0.99, sum by (le, tenant) (rate(moe_serve:time_to_first_token_seconds_bucket[5m])))
         self.ttft = Histogram(
-            "moe_serve:time_to_first_token_seconds", "Gateway-observed TTFT", ["tenant"], buckets=TTFT_BUCKETS, registry=r
+            "moe_serve:time_to_first_token_seconds",
+            "Gateway-observed TTFT",
+            ["tenant"],
+            buckets=TTFT_BUCKETS,
+            registry=r,
         )
         # histogram_quantile(0.5, sum by (le, tenant) (rate(moe_serve:inter_token_latency_seconds_bucket[5m])))
         self.itl = Histogram(
-            "moe_serve:inter_token_latency_seconds", "Gap between streamed chunks", ["tenant"], buckets=ITL_BUCKETS, registry=r
+            "moe_serve:inter_token_latency_seconds",
+            "Gap between streamed chunks",
+            ["tenant"],
+            buckets=ITL_BUCKETS,
+            registry=r,
         )
         # histogram_quantile(0.99, sum by (le, tenant) (rate(moe_serve:e2e_request_latency_seconds_bucket[5m])))
         self.e2e = Histogram(
@@ -51,7 +59,10 @@ class GatewayMetrics:
         self.in_flight = Gauge("moe_serve:requests_in_flight", "Requests being served", ["tenant"], registry=r)
         # sum by (tenant) (rate(moe_serve:client_aborts_total[5m]))
         self.client_aborts = Counter(
-            "moe_serve:client_aborts", "Streams the client closed early (engine request aborted)", ["tenant"], registry=r
+            "moe_serve:client_aborts",
+            "Streams the client closed early (engine request aborted)",
+            ["tenant"],
+            registry=r,
         )
         # Relayed from the engine's per-request sglext.spec_tokens_details, when it speculates:
         # histogram_quantile(0.5, sum by (le, tenant) (rate(moe_serve:spec_accept_length_bucket[5m])))
@@ -101,7 +112,9 @@ class _ReplicaCollector:
 
     def collect(self):
         # min(moe_serve:engine_replica_healthy) == 0   -- alert: a replica is down
-        healthy = GaugeMetricFamily("moe_serve:engine_replica_healthy", "1 if the replica passed its last probe", labels=["replica"])
+        healthy = GaugeMetricFamily(
+            "moe_serve:engine_replica_healthy", "1 if the replica passed its last probe", labels=["replica"]
+        )
         # sum by (replica) (moe_serve:engine_replica_outstanding)   -- balance across replicas
         outstanding = GaugeMetricFamily(
             "moe_serve:engine_replica_outstanding", "Requests in flight on the replica", labels=["replica"]

@@ -31,7 +31,9 @@ def engine_error(exc: EngineRejected | EngineUnavailable) -> GatewayError:
 class Relay:
     """One admitted request on its way through the engine."""
 
-    def __init__(self, state: GatewayState, ticket: Ticket, endpoint: str, body: CompletionRequest | ChatCompletionRequest):
+    def __init__(
+        self, state: GatewayState, ticket: Ticket, endpoint: str, body: CompletionRequest | ChatCompletionRequest
+    ):
         self.state = state
         self.ticket = ticket
         self.tenant = ticket.tenant.name
@@ -102,7 +104,9 @@ class Relay:
             with anyio.CancelScope(shield=True):
                 await events.aclose()
             raise
-        return AbortOnDisconnectResponse(self._relay(first, events), media_type="text/event-stream", headers=self._headers())
+        return AbortOnDisconnectResponse(
+            self._relay(first, events), media_type="text/event-stream", headers=self._headers()
+        )
 
     async def _relay(self, first: dict | None, events):
         metrics = self.state.metrics

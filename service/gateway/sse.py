@@ -3,6 +3,7 @@ request is aborted), instead of waiting for the next write to fail or for garbag
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import anyio
@@ -21,10 +22,8 @@ class AbortOnDisconnectResponse(StreamingResponse):
             async with anyio.create_task_group() as group:
 
                 async def stream_then_stop() -> None:
-                    try:
+                    with contextlib.suppress(OSError):  # the socket closed under us: same as a disconnect
                         await self.stream_response(send)
-                    except OSError:
-                        pass  # the socket closed under us: same as a disconnect
                     group.cancel_scope.cancel()
 
                 async def watch_disconnect() -> None:

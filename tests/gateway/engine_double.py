@@ -104,20 +104,33 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
             )
         words = _prompt_words(body)
         if words >= script.context_len:
-            message = f"The input ({words} tokens) is longer than the model's context length ({script.context_len} tokens)."
+            message = (
+                f"The input ({words} tokens) is longer than the model's context length ({script.context_len} tokens)."
+            )
             return JSONResponse({"object": "error", "message": message, "type": "BadRequestError", "code": 400}, 400)
         n_tokens = body.get("max_tokens") or script.default_tokens
         usage = {"prompt_tokens": words, "completion_tokens": n_tokens, "total_tokens": words + n_tokens}
         created = int(time.time())
         kind = "chat.completion" if chat else "text_completion"
-        sglext = {"sglext": {"spec_tokens_details": _spec(n_tokens)}} if body.get("return_spec_tokens_details") and script.spec_details else {}
+        sglext = (
+            {"sglext": {"spec_tokens_details": _spec(n_tokens)}}
+            if body.get("return_spec_tokens_details") and script.spec_details
+            else {}
+        )
         if not body.get("stream"):
             await asyncio.sleep(script.first_token_delay_s + script.token_delay_s * n_tokens)
             text = "".join(f" t{i}" for i in range(n_tokens))
             choice = {"index": 0, "finish_reason": "length", "logprobs": None}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
             record.completed.append(rid)
-            return {"id": rid, "object": kind, "created": created, "model": body["model"], "choices": [choice], "usage": usage} | sglext
+            return {
+                "id": rid,
+                "object": kind,
+                "created": created,
+                "model": body["model"],
+                "choices": [choice],
+                "usage": usage,
+            } | sglext
 
         async def events():
             finished = False
@@ -129,11 +142,31 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
                         await asyncio.sleep(script.token_delay_s)
                     last = i == n_tokens - 1
                     choice = {"index": 0, "finish_reason": "length" if last else None, "logprobs": None}
-                    choice |= {"delta": {"role": "assistant", "content": f" t{i}"} if i == 0 else {"content": f" t{i}"}} if chat else {"text": f" t{i}"}
-                    chunk = {"id": rid, "object": chunk_kind, "created": created, "model": body["model"], "choices": [choice], "usage": None}
+                    choice |= (
+                        {"delta": {"role": "assistant", "content": f" t{i}"} if i == 0 else {"content": f" t{i}"}}
+                        if chat
+                        else {"text": f" t{i}"}
+                    )
+                    chunk = {
+                        "id": rid,
+                        "object": chunk_kind,
+                        "created": created,
+                        "model": body["model"],
+                        "choices": [choice],
+                        "usage": None,
+                    }
                     yield sse(chunk | sglext if last else chunk)
                 if (body.get("stream_options") or {}).get("include_usage"):
-                    yield sse({"id": rid, "object": chunk_kind, "created": created, "model": body["model"], "choices": [], "usage": usage})
+                    yield sse(
+                        {
+                            "id": rid,
+                            "object": chunk_kind,
+                            "created": created,
+                            "model": body["model"],
+                            "choices": [],
+                            "usage": usage,
+                        }
+                    )
                 yield sse("[DONE]")
                 finished = True
                 record.completed.append(rid)

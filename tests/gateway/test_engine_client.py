@@ -64,7 +64,9 @@ def test_retry_on_replica_that_failed_before_any_token(stream):
     ):
         for _ in range(3):
             response = httpx.post(
-                gateway + "/v1/completions", json={"model": "tiny-moe", "prompt": "hi", "max_tokens": 2, "stream": stream}, headers=AUTH
+                gateway + "/v1/completions",
+                json={"model": "tiny-moe", "prompt": "hi", "max_tokens": 2, "stream": stream},
+                headers=AUTH,
             )
             assert response.status_code == 200, response.text
         assert len(good_record.requests) == 3
@@ -90,7 +92,9 @@ def test_least_outstanding_spreads_concurrent_streams():
         async def burst():
             async with httpx.AsyncClient(timeout=10) as client:
                 body = {"model": "tiny-moe", "prompt": "hi", "max_tokens": 10}
-                replies = await asyncio.gather(*(client.post(gateway + "/v1/completions", json=body, headers=AUTH) for _ in range(20)))
+                replies = await asyncio.gather(
+                    *(client.post(gateway + "/v1/completions", json=body, headers=AUTH) for _ in range(20))
+                )
                 assert all(r.status_code == 200 for r in replies)
 
         asyncio.run(burst())

@@ -25,11 +25,19 @@ def assert_openai_error(response: httpx.Response, status: int, code: str | None 
 
 @pytest.mark.parametrize(
     ("headers", "code"),
-    [({}, "missing_api_key"), ({"Authorization": "Bearer sk-wrong"}, "invalid_api_key"), ({"Authorization": "Basic x"}, "missing_api_key")],
+    [
+        ({}, "missing_api_key"),
+        ({"Authorization": "Bearer sk-wrong"}, "invalid_api_key"),
+        ({"Authorization": "Basic x"}, "missing_api_key"),
+    ],
 )
 @pytest.mark.parametrize("path", ["/v1/completions", "/v1/chat/completions"])
 def test_401_never_reaches_engine(gateway, fresh_engine, headers, code, path):
-    body = COMPLETION if path == "/v1/completions" else {"model": "tiny-moe", "messages": [{"role": "user", "content": "x"}]}
+    body = (
+        COMPLETION
+        if path == "/v1/completions"
+        else {"model": "tiny-moe", "messages": [{"role": "user", "content": "x"}]}
+    )
     error = assert_openai_error(httpx.post(gateway + path, json=body, headers=headers), 401, code)
     assert error["type"] == "authentication_error"
     assert fresh_engine[1].requests == []
@@ -54,19 +62,25 @@ def test_401_before_body_validation(gateway, fresh_engine):
     ],
 )
 def test_400_invalid_body(gateway, fresh_engine, body, param):
-    error = assert_openai_error(httpx.post(gateway + "/v1/completions", json=body, headers=AUTH), 400, "invalid_request")
+    error = assert_openai_error(
+        httpx.post(gateway + "/v1/completions", json=body, headers=AUTH), 400, "invalid_request"
+    )
     assert error["param"].startswith(param)
     assert fresh_engine[1].requests == []
 
 
 def test_400_not_json(gateway):
-    response = httpx.post(gateway + "/v1/completions", content=b"{not json", headers={**AUTH, "content-type": "application/json"})
+    response = httpx.post(
+        gateway + "/v1/completions", content=b"{not json", headers={**AUTH, "content-type": "application/json"}
+    )
     assert_openai_error(response, 400)
 
 
 def test_404_unknown_model(gateway, fresh_engine):
     error = assert_openai_error(
-        httpx.post(gateway + "/v1/completions", json={**COMPLETION, "model": "gpt-9"}, headers=AUTH), 404, "model_not_found"
+        httpx.post(gateway + "/v1/completions", json={**COMPLETION, "model": "gpt-9"}, headers=AUTH),
+        404,
+        "model_not_found",
     )
     assert error["param"] == "model"
     assert fresh_engine[1].requests == []
@@ -79,7 +93,9 @@ def test_404_unknown_route(gateway):
 def test_413_prompt_estimate(gateway, fresh_engine):
     long_prompt = "word " * 1200  # 6000 bytes ~ 1500 estimated tokens > max_prompt_tokens=1000
     assert_openai_error(
-        httpx.post(gateway + "/v1/completions", json={**COMPLETION, "prompt": long_prompt}, headers=AUTH), 413, "context_length_exceeded"
+        httpx.post(gateway + "/v1/completions", json={**COMPLETION, "prompt": long_prompt}, headers=AUTH),
+        413,
+        "context_length_exceeded",
     )
     assert fresh_engine[1].requests == []
 
@@ -92,7 +108,9 @@ def test_413_body_too_large(gateway, fresh_engine):
 
 def test_413_engine_context_length(gateway, fresh_engine):
     prompt = "a " * 100  # 200 bytes passes the gateway estimate, 100 words exceed the double's 64-token context
-    response = httpx.post(gateway + "/v1/completions", json={**COMPLETION, "prompt": prompt, "stream": True}, headers=AUTH)
+    response = httpx.post(
+        gateway + "/v1/completions", json={**COMPLETION, "prompt": prompt, "stream": True}, headers=AUTH
+    )
     assert_openai_error(response, 413, "context_length_exceeded")
 
 

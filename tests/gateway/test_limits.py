@@ -124,7 +124,9 @@ async def test_redis_matches_in_process(ops, rpm, tpm):
 
 
 @needs_redis
-@pytest.mark.parametrize(("rpm", "tpm", "cost", "expected"), [(50, 10**9, 1, 50), (10**6, 700, 5, 140), (10**6, 1000, 7, 142)])
+@pytest.mark.parametrize(
+    ("rpm", "tpm", "cost", "expected"), [(50, 10**9, 1, 50), (10**6, 700, 5, 140), (10**6, 1000, 7, 142)]
+)
 async def test_redis_exact_under_200_concurrent_clients(rpm, tpm, cost, expected):
     """200 clients at the same instant, each on its own connection: exactly the limit is admitted."""
     limiters = [make_redis_limiter()[0] for _ in range(4)]  # 4 "gateway replicas" sharing the buckets
@@ -133,9 +135,7 @@ async def test_redis_exact_under_200_concurrent_clients(rpm, tpm, cost, expected
         limiter._prefix = prefix
     now = 1_700_000_000_000
     try:
-        decisions = await asyncio.gather(
-            *(limiters[i % 4].acquire("tenant", rpm, tpm, cost, now) for i in range(200))
-        )
+        decisions = await asyncio.gather(*(limiters[i % 4].acquire("tenant", rpm, tpm, cost, now) for i in range(200)))
         assert sum(d.allowed for d in decisions) == expected
         refused = [d for d in decisions if not d.allowed]
         assert all(d.retry_after_s and d.retry_after_s > 0 for d in refused)

@@ -24,7 +24,10 @@ def test_no_over_admission_across_two_gateways(fresh_engine):
     config = gateway_config(
         (engine_url,), tenants=(replace(ACME, rpm=50),), limits=LimitsConfig(redis_url=REDIS_URL, key_prefix=prefix)
     )
-    with serve(create_app(config, clock=lambda: FIXED_NOW)) as a, serve(create_app(config, clock=lambda: FIXED_NOW)) as b:
+    with (
+        serve(create_app(config, clock=lambda: FIXED_NOW)) as a,
+        serve(create_app(config, clock=lambda: FIXED_NOW)) as b,
+    ):
 
         async def burst() -> list[httpx.Response]:
             limits = httpx.Limits(max_connections=200)

@@ -27,8 +27,13 @@ def test_metrics_after_traffic(gateway):
     httpx.post(gateway + "/v1/completions", json={"model": "tiny-moe", "prompt": "x"})  # 401
     samples = scrape(gateway)
     acme = (("tenant", "acme"),)
-    assert samples[("moe_serve:requests_total", (("endpoint", "/v1/completions"), ("status", "200"), ("tenant", "acme")))] == 2
-    assert samples[("moe_serve:requests_total", (("endpoint", "/v1/completions"), ("status", "401"), ("tenant", "")))] == 1
+    assert (
+        samples[("moe_serve:requests_total", (("endpoint", "/v1/completions"), ("status", "200"), ("tenant", "acme")))]
+        == 2
+    )
+    assert (
+        samples[("moe_serve:requests_total", (("endpoint", "/v1/completions"), ("status", "401"), ("tenant", "")))] == 1
+    )
     assert samples[("moe_serve:prompt_tokens_total", acme)] == 3 + 1
     assert samples[("moe_serve:generation_tokens_total", acme)] == 4 + 6
     assert samples[("moe_serve:time_to_first_token_seconds_count", acme)] == 2
@@ -74,7 +79,11 @@ def test_admin_creates_updates_and_deletes_a_tenant(gateway, fresh_engine):
     assert taken.status_code == 400  # a key belongs to one tenant
 
     assert httpx.delete(gateway + "/admin/tenants/newco", headers=ADMIN).status_code == 200
-    refused = httpx.post(gateway + "/v1/completions", json={"model": "tiny-moe", "prompt": "x"}, headers={"Authorization": "Bearer sk-new"})
+    refused = httpx.post(
+        gateway + "/v1/completions",
+        json={"model": "tiny-moe", "prompt": "x"},
+        headers={"Authorization": "Bearer sk-new"},
+    )
     assert refused.status_code == 401
     assert httpx.delete(gateway + "/admin/tenants/newco", headers=ADMIN).status_code == 404
 

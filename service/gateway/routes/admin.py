@@ -6,25 +6,24 @@ Plain API keys may be sent (`api_keys`) and are hashed on arrival; only digests 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends
 
-from service.gateway.deps import get_state, require_admin
+from service.gateway.deps import StateDep, require_admin
 from service.gateway.errors import GatewayError
-from service.gateway.state import GatewayState
 from service.gateway.tenants import hash_key, tenant_from_dict, tenant_to_dict
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
 
 @router.get("/tenants")
-async def list_tenants(state: GatewayState = Depends(get_state)):
+async def list_tenants(state: StateDep):
     return {"tenants": [tenant_to_dict(t) for t in state.tenants.all()]}
 
 
 @router.get("/tenants/{name}")
-async def get_tenant(name: str, state: GatewayState = Depends(get_state)):
+async def get_tenant(name: str, state: StateDep):
     tenant = state.tenants.get(name)
     if tenant is None:
         raise GatewayError(404, f"No tenant named {name!r}.", code="tenant_not_found")
@@ -32,7 +31,7 @@ async def get_tenant(name: str, state: GatewayState = Depends(get_state)):
 
 
 @router.put("/tenants/{name}")
-async def put_tenant(name: str, spec: dict[str, Any] = Body(...), state: GatewayState = Depends(get_state)):
+async def put_tenant(name: str, spec: Annotated[dict[str, Any], Body()], state: StateDep):
     spec = dict(spec)
     plain = spec.pop("api_keys", [])
     if not isinstance(plain, list) or not all(isinstance(k, str) and k for k in plain):
@@ -53,7 +52,7 @@ async def put_tenant(name: str, spec: dict[str, Any] = Body(...), state: Gateway
 
 
 @router.delete("/tenants/{name}")
-async def delete_tenant(name: str, state: GatewayState = Depends(get_state)):
+async def delete_tenant(name: str, state: StateDep):
     if not state.tenants.remove(name):
         raise GatewayError(404, f"No tenant named {name!r}.", code="tenant_not_found")
     return {"deleted": name}

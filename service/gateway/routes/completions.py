@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from service.gateway.admission import admit
-from service.gateway.deps import get_state, require_tenant
+from service.gateway.deps import StateDep, TenantDep
 from service.gateway.relay import Relay
 from service.gateway.schemas import CompletionRequest
-from service.gateway.state import GatewayState
-from service.gateway.tenants import Tenant
 
 router = APIRouter()
 
 
 @router.post("/v1/completions", tags=["openai"])
-async def create_completion(
-    body: CompletionRequest, tenant: Tenant = Depends(require_tenant), state: GatewayState = Depends(get_state)
-):
+async def create_completion(body: CompletionRequest, tenant: TenantDep, state: StateDep):
     relay = Relay(state, await admit(state, tenant, body), "/v1/completions", body)
     return await (relay.stream() if body.stream else relay.complete())

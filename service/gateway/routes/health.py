@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from service.gateway.deps import get_state
+from service.gateway.deps import StateDep
 from service.gateway.errors import GatewayError
-from service.gateway.state import GatewayState
 
 router = APIRouter()
 
@@ -18,7 +17,7 @@ async def health():
 
 
 @router.get("/ready", tags=["ops"])
-async def ready(state: GatewayState = Depends(get_state)):
+async def ready(state: StateDep):
     if not state.engine.any_healthy():
         raise GatewayError(503, "No healthy engine replica.", code="engine_unavailable")
     if not state.served_models():
@@ -27,5 +26,5 @@ async def ready(state: GatewayState = Depends(get_state)):
 
 
 @router.get("/metrics", tags=["ops"])
-async def metrics(state: GatewayState = Depends(get_state)):
+async def metrics(state: StateDep):
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
