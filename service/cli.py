@@ -11,7 +11,9 @@ import importlib
 import sys
 
 # subcommand -> (module with add_arguments/run, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "gateway": ("service.gateway.cli", "OpenAI-compatible multi-tenant gateway in front of SGLang servers"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
