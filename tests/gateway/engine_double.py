@@ -185,3 +185,22 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
         return await generate(request, chat=True)
 
     return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the double alone (used by bench/gateway_overhead.py): python -m tests.gateway.engine_double --port P."""
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="SGLang engine TEST DOUBLE")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--token-delay", type=float, default=0.0, help="seconds between streamed tokens")
+    parser.add_argument("--model", default="tiny-moe")
+    args = parser.parse_args(argv)
+    script = Script(model=args.model, token_delay_s=args.token_delay, context_len=1 << 30)
+    uvicorn.run(create_engine_double(script), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
