@@ -31,6 +31,9 @@ class Script:
     fail_status: int | None = None  # answer every generation request with this HTTP status
     healthy: bool = True  # /health answers 200 when true, 503 otherwise
     spec_details: bool = True  # include sglext.spec_tokens_details when asked
+    stream_error: str | None = None  # streaming: answer 200 then one error event with this message (SGLang does this
+    # for errors raised after the stream opened)
+    die_after_tokens: int | None = None  # streaming: drop the connection after this many tokens
 
 
 @dataclass
@@ -136,8 +139,15 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
             finished = False
             try:
                 await asyncio.sleep(script.first_token_delay_s)
+                if script.stream_error is not None:
+                    yield sse({"error": {"message": script.stream_error, "type": "BadRequestError", "code": 400}})
+                    yield sse("[DONE]")
+                    finished = True
+                    return
                 chunk_kind = "chat.completion.chunk" if chat else "text_completion"
                 for i in range(n_tokens):
+                    if i == script.die_after_tokens:
+                        raise ConnectionAbortedError("TEST DOUBLE: scripted engine crash mid-stream")
                     if i:
                         await asyncio.sleep(script.token_delay_s)
                     last = i == n_tokens - 1

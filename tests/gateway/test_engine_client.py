@@ -116,3 +116,34 @@ def test_least_outstanding_spreads_concurrent_streams():
 def test_pick_replica(replicas, exclude, cap, expected):
     picked = pick_replica(replicas, exclude, cap)
     assert (picked.url if picked else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "status", "code"),
+    [
+        (
+            "The input (99 tokens) is longer than the model's context length (64 tokens).",
+            413,
+            "context_length_exceeded",
+        ),
+        ("stop list too long", 400, "engine_rejected"),
+    ],
+)
+def test_error_event_before_first_token_gets_a_status(gateway, fresh_engine, message, status, code):
+    fresh_engine[0].stream_error = message
+    body = {"model": "tiny-moe", "prompt": "hi", "max_tokens": 3, "stream": True}
+    response = httpx.post(gateway + "/v1/completions", json=body, headers=AUTH)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    assert response.json()["error"]["message"] == message
+
+
+def test_engine_dying_mid_stream_ends_the_stream_with_an_error_event(gateway, fresh_engine):
+    fresh_engine[0].die_after_tokens = 2
+    body = {"model": "tiny-moe", "prompt": "hi", "max_tokens": 5, "stream": True}
+    with httpx.stream("POST", gateway + "/v1/completions", json=body, headers=AUTH) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line.startswith("data:")]
+    assert len(lines) == 4  # two tokens, the error, [DONE]
+    assert '"engine_unavailable"' in lines[2]
+    assert lines[3] == "data: [DONE]"
