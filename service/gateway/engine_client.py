@@ -198,8 +198,8 @@ class EngineClient:
                         if "error" in event or event.get("object") == "error":
                             status = _error_status(event)
                             if sent_any:
+                                finished = True  # the engine ended this request itself
                                 yield event
-                                finished = True
                                 return
                             if status >= 500:
                                 raise _ReplicaFailed(f"error event: {_error_message(event, 'engine error')}")
@@ -208,6 +208,9 @@ class EngineClient:
                         yield event
                     finished = True
                     return
+            except EngineRejected:
+                finished = True  # the engine refused it: nothing runs there to abort
+                raise
             except (httpx.TransportError, _ReplicaFailed) as exc:
                 if sent_any:
                     finished = True  # the engine already gave up; nothing to abort

@@ -147,3 +147,10 @@ def test_engine_dying_mid_stream_ends_the_stream_with_an_error_event(gateway, fr
     assert len(lines) == 4  # two tokens, the error, [DONE]
     assert '"engine_unavailable"' in lines[2]
     assert lines[3] == "data: [DONE]"
+
+
+def test_refused_stream_is_not_aborted(gateway, fresh_engine):
+    fresh_engine[0].stream_error = "bad request"
+    body = {"model": "tiny-moe", "prompt": "hi", "max_tokens": 3, "stream": True}
+    assert httpx.post(gateway + "/v1/completions", json=body, headers=AUTH).status_code == 400
+    assert fresh_engine[1].aborts == []
