@@ -80,9 +80,9 @@ class ChatCompletionRequest(SamplingFields):
     def engine_fields(self) -> dict:
         fields = super().engine_fields()
         fields["messages"] = [m.model_dump(exclude_none=True) for m in self.messages]
-        completion_cap = fields.pop("max_completion_tokens", None)
-        if completion_cap is not None:
-            fields["max_tokens"] = completion_cap  # the newer OpenAI name wins; SGLang reads max_tokens
+        legacy_cap = fields.pop("max_tokens", None)
+        if "max_completion_tokens" not in fields and legacy_cap is not None:
+            fields["max_completion_tokens"] = legacy_cap  # SGLang deprecates max_tokens on chat; the newer name wins
         return fields
 
     def requested_max_tokens(self) -> int | None:

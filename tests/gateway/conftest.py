@@ -8,7 +8,9 @@ import pytest
 
 from service.gateway.app import create_app
 from service.gateway.config import EngineConfig, GatewayConfig
-from service.gateway.tenants import SloClass, Tenant, hash_key
+from service.gateway.limits import InProcessLimiter
+from service.gateway.metrics import GatewayMetrics
+from service.gateway.tenants import SloClass, Tenant, TenantRegistry, hash_key
 from tests.gateway.engine_double import Record, Script, create_engine_double
 from tests.gateway.servers import serve
 
@@ -59,9 +61,22 @@ def fresh_engine(engine):
     return script, record, url
 
 
+@pytest.fixture(scope="module")
+def served_gateway(engine):
+    """(app, base URL) of one gateway per module; `gateway` resets its state for each test."""
+    app = create_app(gateway_config((engine[2],)))
+    with serve(app) as url:
+        yield app, url
+
+
 @pytest.fixture
-def gateway(fresh_engine):
-    """Base URL of a gateway (in-process limits) in front of the engine double."""
-    _, _, url = fresh_engine
-    with serve(create_app(gateway_config((url,)))) as gateway_url:
-        yield gateway_url
+def gateway(served_gateway, fresh_engine):
+    """Base URL of a gateway (in-process limits) in front of the engine double, with fresh tenants, limits, metrics."""
+    app, url = served_gateway
+    state = app.state.gateway
+    state.tenants = TenantRegistry(state.config.tenants)
+    state.limiter = InProcessLimiter()
+    state.metrics = GatewayMetrics(state.engine.stats)
+    for replica in state.engine.replicas:
+        replica.down_until = 0.0
+    return url

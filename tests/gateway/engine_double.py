@@ -111,7 +111,7 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
                 f"The input ({words} tokens) is longer than the model's context length ({script.context_len} tokens)."
             )
             return JSONResponse({"object": "error", "message": message, "type": "BadRequestError", "code": 400}, 400)
-        n_tokens = body.get("max_tokens") or script.default_tokens
+        n_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or script.default_tokens
         usage = {"prompt_tokens": words, "completion_tokens": n_tokens, "total_tokens": words + n_tokens}
         created = int(time.time())
         kind = "chat.completion" if chat else "text_completion"
