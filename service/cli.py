@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "service.traces.cli",
         "replay a request trace (Mooncake, Azure, BurstGPT) and write a latency/goodput report",
     ),
+    "gateway": ("service.gateway.cli", "OpenAI-compatible multi-tenant gateway in front of SGLang servers"),
 }
 
 
