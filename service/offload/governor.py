@@ -7,7 +7,7 @@ What this file measures, per cycle (CycleStats), as exponential moving averages:
 - pcie_new(k) = m · L · N(k+1) · S_expert / B            N(t) = E(1 − (1 − top_k/E)^t), MoESD's expected distinct
                                                          experts per layer for t tokens; m = measured share of verify
                                                          lookups that had to wait (misses + late prefetches)
-- p_i         = P(draft i accepted | 1..i-1 accepted)
+- p_i         = P(draft i accepted | 1..i-1 accepted), positions never judged reuse the deepest judged one
 B is the measured slow-tier bandwidth. Slow fetch makes every extra expert a draft brings in expensive, so k* falls
 unless acceptance stays high enough to amortize the transfers (the roofline's point).
 """
@@ -46,7 +46,9 @@ class OffloadGovernor:
         self.num_layers, self.num_experts, self.top_k = num_layers, num_experts, top_k
         self.expert_bytes = expert_bytes
         self.k_limit, self.initial_k, self.tpot_s, self.alpha = k_limit, initial_k, tpot_s, alpha
-        self.accept = [prior_accept] * k_limit  # p_i per draft position
+        # p_i per draft position, grown as deeper positions are judged; deeper ones reuse the last (policy.governor
+        # does that), so a depth never tried does not keep a stale prior
+        self.accept = [prior_accept]
         self.miss_share = 1.0 - resident_fraction  # prior: a lookup misses as often as the set is small
         self.draft_token_s: float | None = None  # seconds per draft token
         self.bandwidth: float | None = None  # bytes per second from the slow tier
@@ -55,7 +57,9 @@ class OffloadGovernor:
     def observe(self, cycle: CycleStats) -> None:
         if cycle.k > 0:
             self.draft_token_s = self._ema(self.draft_token_s, cycle.draft_s / cycle.k)
-            for i in range(min(cycle.k, cycle.accepted + 1, self.k_limit)):
+            for i in range(min(cycle.k, cycle.accepted + 1)):
+                if i == len(self.accept):
+                    self.accept.append(self.accept[-1])
                 self.accept[i] += self.alpha * (float(i < cycle.accepted) - self.accept[i])
         self._verify.append((cycle.k + 1, max(0.0, cycle.verify_s - cycle.verify.stall_s)))
         if cycle.window.bandwidth is not None:
