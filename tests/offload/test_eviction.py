@@ -13,7 +13,7 @@ keys = st.tuples(st.integers(0, 3), st.integers(0, 7))
 def _buffer(needed: set[tuple[int, int]], cursor: int = 0) -> ExpertLookaheadBuffer:
     buffer = ExpertLookaheadBuffer(num_layers=4, num_experts=8)
     for layer, expert in needed:  # one row per needed expert keeps the rows' shape simple
-        ids = [[expert if l == layer else 0] for l in range(4)]
+        ids = [[expert if other == layer else 0] for other in range(4)]
         buffer.add_token(ids, [[0.9] for _ in range(4)])
     buffer.advance(cursor)
     return buffer
@@ -29,7 +29,7 @@ def test_lru_evicts_the_least_recently_used():
 def test_lookahead_never_evicts_a_needed_expert_when_an_unneeded_one_exists(candidates, needed, cursor, rnd):
     buffer = _buffer(needed, cursor)
     # expert 0 of every layer is in every row (filler), so it counts as needed too
-    still_needed = {k for k in needed | {(l, 0) for l in range(4)} if k[0] >= cursor} if needed else set()
+    still_needed = {k for k in needed | {(other, 0) for other in range(4)} if k[0] >= cursor} if needed else set()
     last_use = {key: rnd.randint(0, 100) for key in candidates}
     victim = LookaheadEviction(buffer).victim(sorted(candidates), last_use)
     assert victim in candidates

@@ -15,7 +15,9 @@ def test_hits_misses_and_weights(small_file, small_layers):
     store = ExpertStore(small_file, capacity=2, eviction=LruEviction())
     for key in [(0, 0), (0, 1), (0, 0), (1, 2), (0, 1)]:
         with store.use(key) as (w13, w2):
-            assert torch.equal(w13, small_layers[key[0]][0][key[1]]) and torch.equal(w2, small_layers[key[0]][1][key[1]])
+            assert torch.equal(w13, small_layers[key[0]][0][key[1]]) and torch.equal(
+                w2, small_layers[key[0]][1][key[1]]
+            )
     stats = store.stats()
     # (0,0) miss, (0,1) miss, (0,0) hit, (1,2) miss evicts LRU (0,1), (0,1) miss
     assert (stats.requests, stats.hits, stats.misses, stats.evictions) == (5, 1, 4, 2)
