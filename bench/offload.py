@@ -34,6 +34,7 @@ from service.offload.offloaded_experts import ExpertsMode, fused_experts, instal
 from service.offload.prefetch import Prefetcher
 from service.offload.runner import OffloadRunner
 from service.offload.tiny_model import tiny_random_mixtral
+from service.offload.types import StoreStats
 
 DEFAULT_MODEL = Path("service/models/assets/moe-tiny")
 PROMPTS = [
@@ -100,8 +101,8 @@ def run_policy(model_path, policy: str, fraction: float, k: int, tokens: int, wo
             prefetcher.close()
         source.close()
     wall = time.perf_counter() - start
-    verify = _sum([c.verify for c in cycles])
-    window = _sum([c.window for c in cycles])
+    verify = sum((c.verify for c in cycles), StoreStats())
+    window = sum((c.window for c in cycles), StoreStats())
     proposed = sum(c.k for c in cycles)
     return {
         "policy": policy,
@@ -121,13 +122,6 @@ def run_policy(model_path, policy: str, fraction: float, k: int, tokens: int, wo
         "peak_resident": store.peak_occupancy if store else layers * experts,
         "outputs": outputs,
     }
-
-
-def _sum(stats):
-    total = stats[0]
-    for s in stats[1:]:
-        total = type(total)(**{name: getattr(total, name) + getattr(s, name) for name in vars(total)})
-    return total
 
 
 def fidelity(model_path) -> list[dict]:

@@ -85,6 +85,8 @@ class Prefetcher:
     def submit(self, keys: list[ExpertKey], *, front: bool = False) -> None:
         with self._cond:
             fresh = [key for key in keys if key not in self._queued]
+            if not fresh:
+                return  # waking the thread for nothing costs a GIL hand-off on every draft step and verify layer
             if front:
                 self._queue.extendleft(reversed(fresh))
             else:

@@ -39,10 +39,7 @@ class GenerateResult:
         return sum(c.accepted for c in self.cycles) / proposed if proposed else 0.0
 
     def verify_totals(self) -> StoreStats:
-        total = StoreStats()
-        for cycle in self.cycles:
-            total = StoreStats(**{name: getattr(total, name) + getattr(cycle.verify, name) for name in vars(total)})
-        return total
+        return sum((cycle.verify for cycle in self.cycles), StoreStats())
 
 
 class OffloadRunner:
@@ -64,6 +61,7 @@ class OffloadRunner:
         self.num_layers = len(model.model.layers)
         self.mode.on_target_layer = prefetcher.on_verify_layer if prefetcher is not None else lookahead.advance
         self._draft_rows: list[tuple[list[int], list[float]]] = []
+        self._device = torch.device("cpu")
         self.mode.listeners.append(self._on_route)
 
     @torch.no_grad()
@@ -73,8 +71,11 @@ class OffloadRunner:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self.model.config)
+        self._device = next(self.model.parameters()).device
         self.lookahead.advance(self.num_layers)  # prefill has no lookahead: nothing is "needed"
-        logits = self.model(input_ids=torch.tensor([prompt]), past_key_values=cache, use_cache=True).logits
+        logits = self.model(
+            input_ids=torch.tensor([prompt], device=self._device), past_key_values=cache, use_cache=True
+        ).logits
         pending = int(logits[0, -1].argmax())
         result = GenerateResult(tokens=[pending])
         while len(result.tokens) < max_new_tokens:
@@ -100,7 +101,9 @@ class OffloadRunner:
         _rewind(cache, n)
         before_verify = self._stats()
         start = time.perf_counter()
-        logits = self.model(input_ids=torch.tensor([[pending, *drafts]]), past_key_values=cache, use_cache=True).logits
+        logits = self.model(
+            input_ids=torch.tensor([[pending, *drafts]], device=self._device), past_key_values=cache, use_cache=True
+        ).logits
         verify_s = time.perf_counter() - start
         self.lookahead.advance(self.num_layers)
         after = self._stats()
@@ -118,7 +121,9 @@ class OffloadRunner:
             for step in range(1, k + 1):
                 self._draft_rows.clear()
                 started = time.perf_counter()
-                logits = self.model(input_ids=torch.tensor([[token]]), past_key_values=cache, use_cache=True).logits
+                logits = self.model(
+                    input_ids=torch.tensor([[token]], device=self._device), past_key_values=cache, use_cache=True
+                ).logits
                 ids, confs = zip(*self._draft_rows, strict=True)
                 self.lookahead.add_token(ids, confs)
                 if self.prefetcher is not None:

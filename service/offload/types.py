@@ -32,6 +32,9 @@ class StoreStats:
     fetch_bytes: int = 0  # bytes copied from the slow tier
     evictions: int = 0  # experts dropped from the resident set
 
+    def __add__(self, other: StoreStats) -> StoreStats:
+        return StoreStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
     def __sub__(self, other: StoreStats) -> StoreStats:
         return StoreStats(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
 
