@@ -200,7 +200,7 @@ def _plot(report: dict, path: Path) -> None:
     left.set_ylabel("verify hit rate (%)")
     right.bar(labels, [r["verify_stall_ms_per_cycle"] for r in rows], color="tab:red")
     right.set_ylabel("verify stall (ms per cycle)")
-    fig.suptitle(f"Expert offload: lookahead prefetch vs LRU ({report['model'][:60]})", fontsize=9)
+    fig.suptitle(f"Expert offload: lookahead prefetch vs LRU ({report['model'].split(':')[0]})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
