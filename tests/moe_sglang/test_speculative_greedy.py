@@ -1,5 +1,6 @@
 """Greedy output with NGRAM and STANDALONE speculation (chain and tree) == without speculation, and speculation
-really ran: accepted drafts are seen (meta_info spec_accept_length > 1) on prompts that draft well."""
+really ran: accepted drafts are seen on prompts that draft well. meta_info's spec_accept_length is completion tokens
+per verify step; with every draft rejected it is 48/47 ≈ 1.02 here (the first token comes from prefill)."""
 
 import pytest
 
@@ -45,6 +46,6 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
         if length == LONG:
             accept_lengths.append(out["meta_info"]["spec_accept_length"])
     if case == "standalone-poor-draft":
-        assert min(accept_lengths) < 1.5, f"a draft with other weights should be rejected mostly: {accept_lengths}"
+        assert min(accept_lengths) < 1.2, f"a draft with other weights should be rejected mostly: {accept_lengths}"
     else:
-        assert max(accept_lengths) > 1.5, f"{case}: drafts were never accepted: {accept_lengths}"
+        assert max(accept_lengths) > 1.2, f"{case}: drafts were hardly accepted: {accept_lengths}"
