@@ -40,7 +40,11 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . .
-RUN PYTHON=python3 bash scripts/setup.sh \
+# PyPI's torch 2.13.0 for Linux is the CUDA build (GBs of NVIDIA wheels); put the CPU build in the venv first, which
+# setup.sh's `torch==2.13.0` then finds satisfied (2.13.0+cpu matches: local version labels are ignored).
+RUN python3 -m venv .venv \
+ && .venv/bin/pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+ && PYTHON=python3 bash scripts/setup.sh \
  && rm -rf /root/.cache
 
 FROM python:3.11-slim AS cpu
