@@ -1,8 +1,8 @@
 """Every series name the dashboards and rules read, by who exports it. Tests check each list against a real /metrics.
 
 Edit this list together with a dashboard or rule: test_metric_usage.py fails on a name used but not listed and on a
-name listed but used nowhere; test_gateway_metrics.py and test_engine_metrics.py fail on a listed name that the running
-gateway or SGLang engine does not export.
+name listed but used nowhere; test_gateway_metrics.py, test_engine_metrics.py and test_engine_plugin_metrics.py fail on
+a listed name that the running gateway, SGLang engine or our engine plugin does not export.
 """
 
 from __future__ import annotations
@@ -53,7 +53,27 @@ ENGINE = frozenset(
     }
 )
 
+# moe_sglang/metrics.py (issue 8): the speculation-policy plugin's series on the engine's /metrics.
+# `moe_serve:spec_accept_length` is also a gateway name (per request there, per request-step here): dashboards select
+# it by job.
+ENGINE_PLUGIN = frozenset(
+    {
+        "moe_serve:spec_k_chosen_bucket",
+        "moe_serve:spec_k_chosen_count",
+        "moe_serve:spec_off_request_steps_total",
+        "moe_serve:spec_accepted_at_position_total",
+        "moe_serve:spec_proposed_at_position_total",
+        "moe_serve:spec_accept_length_bucket",
+        "moe_serve:spec_utility_bucket",
+        "moe_serve:spec_step_seconds_sum",
+        "moe_serve:spec_step_seconds_count",
+        "moe_serve:spec_mixed_steps_total",
+        "moe_serve:verify_unique_experts_bucket",
+        "moe_serve:verify_budget_dropped_experts_total",
+    }
+)
+
 # Made by Prometheus itself for every scrape target.
 PROMETHEUS = frozenset({"up"})
 
-ALL = GATEWAY | ENGINE | PROMETHEUS
+ALL = GATEWAY | ENGINE | ENGINE_PLUGIN | PROMETHEUS
