@@ -138,3 +138,29 @@ def test_notes_tell_how_to_reach_the_gateway():
     notes = render()["moe-serve/templates/NOTES.txt"]
     assert f"svc/{RELEASE}-moe-serve-gateway" in notes
     assert "No tenants are configured" in notes and "/admin is disabled" in notes
+
+
+@pytest.mark.parametrize(
+    ("tenants", "message"),
+    [
+        ([{"name": "a", "rpm": 1, "tpm": 1}, {"name": "a", "rpm": 2, "tpm": 2}], 'duplicate tenant name "a"'),
+        (
+            [
+                {"name": "a", "rpm": 1, "tpm": 1, "key_sha256": ["b" * 64]},
+                {"name": "c", "rpm": 1, "tpm": 1, "key_sha256": ["b" * 64]},
+            ],
+            "given to two tenants",
+        ),
+    ],
+)
+def test_duplicate_tenants_fail_like_the_gateway_would(tenants, message):
+    with pytest.raises(helm().HelmError, match=message):
+        render({"tenants": tenants})
+
+
+def test_tenants_reach_the_gateway_file_unchanged():
+    import yaml
+
+    values = gpu_values()
+    (config_map,) = by_kind(manifests(values), "ConfigMap").values()
+    assert yaml.safe_load(config_map["data"]["tenants.yaml"]) == {"tenants": values["tenants"]}
