@@ -24,7 +24,9 @@ COPY moe_sglang ./moe_sglang
 # SGLang, torch and transformers come with the base image; our core dependencies are unpinned, so pip adds only what
 # is missing. Editable, so the bundled model under service/models/assets stays where moe_sglang.launch looks for it.
 # No moe_sglang.install_hook: its import-time adaptations exist for CPU-only machines (moe_sglang/boot.py).
-RUN python3 -m pip install --no-cache-dir -e . \
+# PIP_BREAK_SYSTEM_PACKAGES: the base image's SGLang lives in the system interpreter, which Debian/Ubuntu mark as
+# externally managed (PEP 668); installing beside it is the point of this image.
+RUN PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --no-cache-dir -e . \
  && useradd --create-home --home-dir /home/moe --uid 10001 --user-group moe
 USER 10001:10001
 EXPOSE 30000 8000
