@@ -48,13 +48,13 @@ def scraped(engine_pool, tiny_models) -> str:
     url = engine_pool.url(replace(config, extra_args=("--enable-metrics",)))
     for stream in (False, True, False):
         _generate(url, stream=stream)
-    hinted = [
-        {"tenant": "deploy-off", "policy": "static", "max_k": 0},
-        {"tenant": "deploy-lossy", "policy": "static", "allow_lossy_budget": True, "expert_budget": 1},
-    ]
+    # K = 0 next to K > 0 in one batch (mixed steps), then a lossy expert budget alone (a batch with a request that
+    # does not allow it keeps every expert).
+    hinted = [{"tenant": "deploy-off", "policy": "static", "max_k": 0}, {"tenant": "deploy-on", "policy": "static"}]
     with concurrent.futures.ThreadPoolExecutor(len(hinted)) as pool:
         for future in [pool.submit(_generate, url, **hints) for hints in hinted]:
             future.result()
+    _generate(url, tenant="deploy-lossy", policy="static", allow_lossy_budget=True, expert_budget=2)
     # A stream the client leaves early: SGLang aborts it, which creates sglang:num_aborted_requests_total.
     long_body = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 400, "temperature": 0.0}, "stream": True}
     with httpx.stream("POST", f"{url}/generate", json=long_body, timeout=300) as response:
