@@ -11,7 +11,9 @@ import importlib
 import sys
 
 # subcommand -> (module with add_arguments/run, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "model": ("service.models.cli", "build, train and inspect the embedded MoE model and its drafts"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
