@@ -1,4 +1,4 @@
-"""`moe-serve model {corpus,train,draft,inflate,stats,eval}`: build, train and inspect the embedded MoE (issue 3).
+"""`moe-serve model {corpus,train,draft,inflate,stats,eval,card}`: build, train and inspect the embedded MoE (issue 3).
 
 Cheap to import: heavy modules are imported inside the handlers.
 """
@@ -64,6 +64,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     evaluate.add_argument("--threads", type=int, default=1)
     evaluate.add_argument("--out", type=Path, default=DEFAULT_WORK / "eval.json")
 
+    card = sub.add_parser("card", help="render the model card README.md from the measured reports")
+    card.add_argument("--model", type=Path, default=ASSETS / "moe-tiny")
+    card.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    card.add_argument("--run", type=Path, default=DEFAULT_WORK / "runs" / "moe", help="training run directory")
+    card.add_argument("--eval", type=Path, default=DEFAULT_WORK / "eval.json")
+    card.add_argument("--stats", type=Path, help="routing_stats.json to include")
+    card.add_argument("--draft-eval", type=Path, help="eval.json of the dense draft to include")
+
 
 def run(args: argparse.Namespace) -> int:
     handler = {
@@ -73,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         "inflate": _inflate,
         "stats": _stats,
         "eval": _eval,
+        "card": _card,
     }[args.model_command]
     return handler(args)
 
@@ -165,4 +174,16 @@ def _eval(args) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report["summary"], indent=2))
+    return 0
+
+
+def _card(args) -> int:
+    from service.models.card import render_card
+
+    def read(path):
+        return json.loads(path.read_text()) if path else None
+
+    text = render_card(args.model, args.work, args.run, read(args.eval), read(args.stats), read(args.draft_eval))
+    (args.model / "README.md").write_text(text)
+    print(f"wrote {args.model / 'README.md'}")
     return 0
