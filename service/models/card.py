@@ -39,7 +39,13 @@ def separation_sentence(accept: dict[str, float]) -> str:
 
 
 def render_card(
-    model_dir: Path, work: Path, run_dir: Path, eval_report: dict, stats: dict | None, draft_eval: dict | None
+    model_dir: Path,
+    work: Path,
+    run_dir: Path,
+    eval_report: dict,
+    stats: dict | None,
+    draft_eval: dict | None,
+    inflation: dict | None = None,
 ) -> str:
     config = json.loads((model_dir / "config.json").read_text())
     summary = json.loads((model_dir / "training_summary.json").read_text())
@@ -123,7 +129,7 @@ def render_card(
     for domain, r in eval_report["domains"].items():
         for s in r["samples"]:
             lines += [f"**{domain}** prompt `{s['prompt']!r}`:", "```", s["prompt"] + s["completion"], "```", ""]
-    lines += _drafts_section(draft_eval) + _reproduce_section(tc)
+    lines += _drafts_section(draft_eval, inflation) + _reproduce_section(tc)
     return "\n".join(lines) + "\n"
 
 
@@ -145,7 +151,7 @@ def _routing_section(stats: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _drafts_section(draft_eval: dict | None) -> list[str]:
+def _drafts_section(draft_eval: dict | None, inflation: dict | None) -> list[str]:
     lines = [
         "## Drafts and variants",
         "- `../moe-tiny-draft/`: dense `LlamaForCausalLM` on the same tokenizer and data, trained by the same script "
@@ -155,6 +161,13 @@ def _drafts_section(draft_eval: dict | None) -> list[str]:
         "- Inflated (memory-bound) variant: `moe-serve model inflate --out DIR --intermediate-size 2048` pads experts with zero "
         "units; logits and greedy output are unchanged.",
     ]
+    if inflation and "verify" in inflation:
+        v = inflation["verify"]
+        old, new = inflation["intermediate_size"]
+        lines.append(
+            f"  Measured for {old} -> {new}: max |logit difference| {v['max_logit_diff']:.2e}, greedy output identical on "
+            f"{v['greedy_identical']}/{v['prompts']} prompts (transformers, fp32), {inflation['safetensors_bytes'] / 2**20:.0f} MiB."
+        )
     if draft_eval:
         losses = ", ".join(f"{d} {r['heldout_loss']:.3f}" for d, r in draft_eval["domains"].items())
         lines.append(f"- Dense draft held-out loss (nats/token): {losses}.")

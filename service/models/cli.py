@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     inflate.add_argument("--src", type=Path, default=ASSETS / "moe-tiny")
     inflate.add_argument("--out", type=Path, required=True)
     inflate.add_argument("--intermediate-size", type=int, required=True)
+    inflate.add_argument("--verify", action="store_true", help="compare logits and greedy output with the source")
 
     stats = sub.add_parser("stats", help="routing statistics (load, entropy, reuse, INT4 top-k agreement)")
     stats.add_argument("--model", type=Path, default=ASSETS / "moe-tiny")
@@ -71,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     card.add_argument("--eval", type=Path, default=DEFAULT_WORK / "eval.json")
     card.add_argument("--stats", type=Path, help="routing_stats.json to include")
     card.add_argument("--draft-eval", type=Path, help="eval.json of the dense draft to include")
+    card.add_argument("--inflation", type=Path, help="inflation.json written by `inflate --verify`")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,10 +152,21 @@ def _draft(args) -> int:
 
 
 def _inflate(args) -> int:
+    from service.models.evaluate import SAMPLE_PROMPTS
     from service.models.inflate import inflate_checkpoint
 
-    print(json.dumps(inflate_checkpoint(args.src, args.out, args.intermediate_size)))
-    return 0
+    report = inflate_checkpoint(args.src, args.out, args.intermediate_size)
+    if args.verify:
+        from service.models.inflate import verify_inflation
+        from service.models.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(args.src)
+        prompts = [tokenizer.encode(text).ids for texts in SAMPLE_PROMPTS.values() for text in texts]
+        report["verify"] = verify_inflation(args.src, args.out, prompts)
+        (args.out / "inflation.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report))
+    verified = report.get("verify")
+    return 0 if verified is None or verified["greedy_identical"] == verified["prompts"] else 1
 
 
 def _stats(args) -> int:
@@ -183,7 +196,9 @@ def _card(args) -> int:
     def read(path):
         return json.loads(path.read_text()) if path else None
 
-    text = render_card(args.model, args.work, args.run, read(args.eval), read(args.stats), read(args.draft_eval))
+    text = render_card(
+        args.model, args.work, args.run, read(args.eval), read(args.stats), read(args.draft_eval), read(args.inflation)
+    )
     (args.model / "README.md").write_text(text)
     print(f"wrote {args.model / 'README.md'}")
     return 0

@@ -44,3 +44,19 @@ def inflate_checkpoint(src: Path, dst: Path, new_intermediate: int) -> dict:
     (dst / "config.json").write_text(json.dumps({**config, "intermediate_size": new_intermediate}, indent=2) + "\n")
     size = sum(f.stat().st_size for f in dst.glob("*.safetensors"))
     return {"intermediate_size": [old, new_intermediate], "safetensors_bytes": size, "out": str(dst)}
+
+
+@torch.no_grad()
+def verify_inflation(src: Path, dst: Path, prompts: list[list[int]], new_tokens: int = 16) -> dict:
+    """Compare the two checkpoints in transformers: max |logit difference| and greedy agreement per prompt."""
+    from transformers import MixtralForCausalLM
+
+    original = MixtralForCausalLM.from_pretrained(str(src), dtype=torch.float32).eval()
+    inflated = MixtralForCausalLM.from_pretrained(str(dst), dtype=torch.float32).eval()
+    max_diff, identical = 0.0, 0
+    for prompt in prompts:
+        ids = torch.tensor([prompt])
+        max_diff = max(max_diff, (original(input_ids=ids).logits - inflated(input_ids=ids).logits).abs().max().item())
+        options = {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens, "do_sample": False}
+        identical += torch.equal(original.generate(ids, **options), inflated.generate(ids, **options))
+    return {"max_logit_diff": max_diff, "greedy_identical": identical, "prompts": len(prompts)}
