@@ -185,3 +185,28 @@ def _reproduce_section(tc: dict) -> list[str]:
         "moe-serve model eval --model DIR && moe-serve model stats --model DIR --draft INT4_DIR",
         "```",
     ]
+
+
+def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -> str:
+    """Short card for the dense draft: architecture, training, held-out loss."""
+    config = json.loads((draft_dir / "config.json").read_text())
+    summary = json.loads((draft_dir / "training_summary.json").read_text())
+    tc = summary["train_config"]
+    log = _train_log(run_dir)
+    lines = [
+        "# moe-tiny-draft: dense draft for standalone speculation against moe-tiny",
+        "",
+        f"`LlamaForCausalLM`: hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, MLP {config['intermediate_size']}, "
+        f"{config['num_attention_heads']} heads x {config['head_dim']}, tied embeddings, {_params(draft_dir) / 1e6:.1f} M parameters, "
+        "bf16 on disk. Same tokenizer and corpus as `../moe-tiny/` (see its card).",
+        "",
+        f"Trained by `moe-serve model train --arch dense`: {summary['steps']} steps (planned {summary['planned_steps']}) x "
+        f"{tc['batch_size']} x {tc['seq_len']} = {summary['tokens']:,} tokens in {summary['wall_s'] / 60:.1f} min, peak lr {tc['lr']}, "
+        f"seed {tc['seed']}, {tc['threads']} thread(s)" + (f", final train CE {log[-1]['ce']:.2f}." if log else "."),
+    ]
+    if draft_eval:
+        lines += ["", "| domain | held-out loss (nats/token) | unigram |", "|---|---|---|"]
+        lines += [
+            f"| {d} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} |" for d, r in draft_eval["domains"].items()
+        ]
+    return "\n".join(lines) + "\n"

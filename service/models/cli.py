@@ -73,6 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     card.add_argument("--stats", type=Path, help="routing_stats.json to include")
     card.add_argument("--draft-eval", type=Path, help="eval.json of the dense draft to include")
     card.add_argument("--inflation", type=Path, help="inflation.json written by `inflate --verify`")
+    card.add_argument("--draft", type=Path, help="also write the dense draft's README.md (needs --draft-eval)")
+    card.add_argument("--draft-run", type=Path, default=DEFAULT_WORK / "runs" / "dense")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,7 +193,7 @@ def _eval(args) -> int:
 
 
 def _card(args) -> int:
-    from service.models.card import render_card
+    from service.models.card import render_card, render_draft_card
 
     def read(path):
         return json.loads(path.read_text()) if path else None
@@ -201,4 +203,7 @@ def _card(args) -> int:
     )
     (args.model / "README.md").write_text(text)
     print(f"wrote {args.model / 'README.md'}")
+    if args.draft:
+        (args.draft / "README.md").write_text(render_draft_card(args.draft, args.draft_run, read(args.draft_eval)))
+        print(f"wrote {args.draft / 'README.md'}")
     return 0
