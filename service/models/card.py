@@ -122,7 +122,7 @@ def render_card(
         lines.append(
             f"| {domain} | {pl['accept_rate']:.3f} ({pl['accepted']}/{pl['proposed']}) | {pl['tokens_per_forward']:.2f} | {r['lossless']} |"
         )
-    lines += ["", separation_sentence(accept), ""]
+    lines += ["", separation_sentence(accept), "", *_caveats(summary), ""]
     if stats:
         lines += _routing_section(stats)
     lines += ["## Sample completions (greedy)", ""]
@@ -131,6 +131,20 @@ def render_card(
             lines += [f"**{domain}** prompt `{s['prompt']!r}`:", "```", s["prompt"] + s["completion"], "```", ""]
     lines += _drafts_section(draft_eval, inflation) + _reproduce_section(tc)
     return "\n".join(lines) + "\n"
+
+
+def _caveats(summary: dict) -> list[str]:
+    lines = [
+        "Caveats: greedy completions of a model this small fall into loops (see the samples) and prompt lookup copies loops, so",
+        "part of the acceptance on code and prose reflects repetition rather than skill; the arithmetic gap (answers are new",
+        "numbers the prompt does not contain) is the robust separation.",
+    ]
+    if summary["steps"] < summary["planned_steps"]:
+        lines.append(
+            f"Training stopped at the wall-time cap at step {summary['steps']} of {summary['planned_steps']}; with `--max-minutes 0` "
+            "the full schedule runs and the result depends only on the seed."
+        )
+    return lines
 
 
 def _routing_section(stats: dict) -> list[str]:
@@ -204,6 +218,8 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
         f"{tc['batch_size']} x {tc['seq_len']} = {summary['tokens']:,} tokens in {summary['wall_s'] / 60:.1f} min, peak lr {tc['lr']}, "
         f"seed {tc['seed']}, {tc['threads']} thread(s)" + (f", final train CE {log[-1]['ce']:.2f}." if log else "."),
     ]
+    if summary["steps"] < summary["planned_steps"]:
+        lines += ["", _caveats(summary)[-1]]
     if draft_eval:
         lines += ["", "| domain | held-out loss (nats/token) | unigram |", "|---|---|---|"]
         lines += [
