@@ -61,6 +61,9 @@ class EngineConfig:
 def server_argv(config: EngineConfig) -> list[str]:
     device = config.resolved_device()
     argv = ["--model-path", config.model_path, "--host", config.host, "--port", str(config.port)]
+    if "--served-model-name" not in config.extra_args:
+        # clients name the model by its folder ("moe-tiny"), not by a path on the server
+        argv += ["--served-model-name", Path(config.model_path.rstrip("/")).name]
     if device == "cpu":
         argv += ["--device", "cpu", "--attention-backend", "intel_amx"]
         argv += ["--dtype", config.dtype or "float32"]

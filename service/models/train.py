@@ -177,6 +177,21 @@ def _logged_seconds(log_path: Path) -> float:
     return json.loads(lines[-1])["wall_s"] if lines else 0.0
 
 
+def untied_copy(model):
+    """A copy of `model` whose output head is stored as its own tensor (same values as the embedding).
+
+    SGLang 0.5.23's MixtralForCausalLM ignores `tie_word_embeddings`: from a tied checkpoint (no `lm_head.weight` on
+    disk) it leaves the head unloaded and generates garbage. An explicit head costs vocab x hidden values on disk and
+    changes nothing in transformers. The training model itself stays tied."""
+    import copy
+
+    model = copy.deepcopy(model)
+    if model.config.tie_word_embeddings:
+        model.config.tie_word_embeddings = False
+        model.lm_head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+    return model
+
+
 def export_hf(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.bfloat16) -> None:
     """Save a Hugging Face checkpoint (config, safetensors, tokenizer, generation config) in `dtype`."""
     from transformers import GenerationConfig
@@ -184,8 +199,7 @@ def export_hf(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.bfloat
     from service.models.tokenizer import save_hf_tokenizer
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.to(dtype).save_pretrained(str(out_dir), safe_serialization=True)
-    model.to(torch.float32)
+    untied_copy(model).to(dtype).save_pretrained(str(out_dir), safe_serialization=True)
     eos = model.config.eos_token_id
     GenerationConfig(bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, do_sample=False).save_pretrained(
         str(out_dir)
