@@ -1,0 +1,90 @@
+"""Per-request, per-position acceptance estimates learnt from verify outcomes.
+
+Acceptance is causal: draft position i is judged only when positions 1..i-1 were accepted. So one verify with k
+drafts and a accepted tokens says "accepted" for positions 1..a and "rejected" for position a+1 (if a < k).
+p_i is an EMA of those outcomes, i.e. P(accept i | accepted 1..i-1). New requests start from a batch-wide EMA.
+Drafts trimmed before verification are judged by the drafter's confidence instead (`nudge`).
+A position seen fewer than `trust` times leans on the position before it (acceptance changes slowly with depth),
+so a policy that never tried deep drafts does not keep a stale prior for them forever.
+
+  expected emitted tokens  e(K) = 1 + Σ_{i=1..K} Π_{j<=i} p_j
+"""
+
+from __future__ import annotations
+
+
+def expected_tokens(p: list[float], k: int) -> float:
+    """e(K): tokens a step emits on average with K drafts (the +1 is the bonus/correction token)."""
+    total, run = 1.0, 1.0
+    for i in range(k):
+        run *= p[i] if i < len(p) else p[-1]
+        total += run
+    return total
+
+
+class _Estimate:
+    """EMA and observation count per draft position."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.ema = list(values)  # P(accept i | reached i), smoothed
+        self.seen = [0.0] * len(values)  # outcomes folded in, capped at the trust level
+
+    def add(self, i: int, outcome: float, alpha: float, trust: float) -> None:
+        self.ema[i] += alpha * (outcome - self.ema[i])
+        self.seen[i] = min(self.seen[i] + 1.0, trust)
+
+    def blended(self, trust: float) -> list[float]:
+        out: list[float] = []
+        for i, (value, seen) in enumerate(zip(self.ema, self.seen, strict=True)):
+            w = seen / trust
+            out.append(value if i == 0 else w * value + (1.0 - w) * out[-1])
+        return out
+
+
+class AcceptanceTracker:
+    def __init__(
+        self, max_positions: int, prior: float = 0.5, alpha: float = 0.1, prior_alpha: float = 0.02, trust: int = 8
+    ) -> None:
+        if max_positions < 1 or not 0 <= prior <= 1 or not 0 < alpha <= 1 or not 0 < prior_alpha <= 1 or trust < 1:
+            raise ValueError("need max_positions >= 1, prior in [0, 1], alphas in (0, 1], trust >= 1")
+        self.max_positions = max_positions  # draft positions tracked
+        self.alpha = alpha  # weight of one outcome in a request's estimate
+        self.prior_alpha = prior_alpha  # weight of one outcome in the batch-wide prior
+        self.trust = float(trust)  # outcomes after which a position's own EMA is used alone
+        self._prior = _Estimate([prior] * max_positions)
+        self._per_request: dict[str, _Estimate] = {}
+
+    @property
+    def prior(self) -> list[float]:
+        """Batch-wide P(accept i | reached i), what a new request starts from."""
+        return self._prior.blended(self.trust)
+
+    def _estimate(self, request_id: str) -> _Estimate:
+        est = self._per_request.get(request_id)
+        if est is None:
+            est = self._per_request[request_id] = _Estimate(self.prior)
+        return est
+
+    def get(self, request_id: str) -> list[float]:
+        return self._estimate(request_id).blended(self.trust)
+
+    def update(self, request_id: str, k: int, accepted: int) -> None:
+        est = self._estimate(request_id)
+        for i in range(min(k, accepted + 1, self.max_positions)):
+            outcome = 1.0 if i < accepted else 0.0
+            est.add(i, outcome, self.alpha, self.trust)
+            self._prior.add(i, outcome, self.prior_alpha, self.trust)
+
+    def nudge(self, request_id: str, position: int, confidence: float) -> None:
+        """Move p at 0-based `position` toward a drafter confidence, for drafts that were trimmed before verify."""
+        if 0 <= position < self.max_positions:
+            self._estimate(request_id).add(position, confidence, self.alpha, self.trust)
+            self._prior.add(position, confidence, self.prior_alpha, self.trust)
+
+    def keep_only(self, request_ids: set[str]) -> None:
+        """Forget finished requests."""
+        for rid in [r for r in self._per_request if r not in request_ids]:
+            del self._per_request[rid]
+
+    def __len__(self) -> int:
+        return len(self._per_request)

@@ -1,0 +1,162 @@
+"""MoESD's cost model of speculative verification on a sparse MoE, plus the step-time fit moe-serve prices K with.
+
+  N(t)              = E · (1 - (1 - k/E)^t)        expected distinct experts hit by t tokens, top-k of E (uniform routing)
+  near-full T       = ceil(log_{1-k/E}(1 - τ))      tokens after which N(t) >= τ·E
+  target efficiency = T_T(B, 1) / T_T(B, γ+1)      cost of verifying γ+1 tokens per request relative to plain decode
+  speedup           = σ(γ+1) / (γ·T_D/T_T(B,1) + T_rej/T_T(B,1) + T_T(B,γ+1)/T_T(B,1))
+Real routers have token-to-expert affinity: consecutive tokens of one request tend to reuse experts (Cascade §2,
+MoESD). `StepTimeModel` counts a request's extra verify tokens as (1 - a) fresh routings each, i.e.
+N = E·(1 - (1 - k/E)^F), F = B + (n - B)·(1 - a), and learns a from measured unique experts by inverting N.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from service.policy.least_squares import fit_scaled
+
+
+def expected_experts(tokens: float, num_experts: int, top_k: float) -> float:
+    """N(t): expected distinct experts activated per layer by `tokens` tokens."""
+    if num_experts <= 0 or not 0 < top_k <= num_experts:
+        raise ValueError(f"need 0 < top_k <= num_experts, got top_k={top_k}, num_experts={num_experts}")
+    if tokens <= 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+
+
+def saturation_tokens(num_experts: int, top_k: int, tau: float = 0.95) -> int:
+    """Tokens after which at least a fraction tau of the experts is expected to be active."""
+    if not 0 < tau < 1:
+        raise ValueError(f"tau must be in (0, 1), got {tau}")
+    rho = top_k / num_experts
+    if rho >= 1:
+        return 1
+    return math.ceil(math.log(1 - tau) / math.log(1 - rho))
+
+
+def target_efficiency(t_target_1: float, t_target_gamma: float) -> float:
+    """T_T(B,1) / T_T(B,γ+1): 1 means verifying γ+1 tokens per request is free, lower means it costs."""
+    if t_target_1 <= 0 or t_target_gamma <= 0:
+        raise ValueError("target times must be positive")
+    return t_target_1 / t_target_gamma
+
+
+def speedup(
+    sigma: float, gamma: int, t_draft: float, t_reject: float, t_target_1: float, t_target_gamma: float
+) -> float:
+    """MoESD's speedup of speculation over plain decode; sigma = accepted fraction of the γ+1 verified positions."""
+    if t_target_1 <= 0:
+        raise ValueError("t_target_1 must be positive")
+    cost = (gamma * t_draft + t_reject + t_target_gamma) / t_target_1
+    return sigma * (gamma + 1) / cost
+
+
+def routing_events(unique: float, num_experts: int, top_k: int) -> float:
+    """Inverse of N: how many independent top-k draws would hit `unique` distinct experts on average."""
+    frac = min(max(unique, 0.0) / num_experts, 1.0 - 1e-9)
+    return math.log(1.0 - frac) / math.log(1.0 - top_k / num_experts) if top_k < num_experts else 1.0
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    num_experts: int  # routed experts per MoE layer (E)
+    top_k: int  # experts per token (k)
+    num_layers: int  # MoE layers
+
+    def __post_init__(self) -> None:
+        if self.num_experts < 1 or not 1 <= self.top_k <= self.num_experts or self.num_layers < 1:
+            raise ValueError(f"bad MoE shape {self}")
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    """Linear step-time model: verify = fixed + per_token·tokens + per_expert·Σ_layers unique experts,
+    draft = per_draft_step·(max K) + per_draft_token·ΣK, other = constant."""
+
+    verify_fixed: float  # seconds per verify forward
+    per_token: float  # seconds per verified token (dense part + expert compute)
+    per_expert: float  # seconds per distinct expert loaded, summed over layers
+    per_draft_step: float  # seconds per sequential draft step
+    per_draft_token: float  # seconds per drafted token
+    other: float  # seconds per step outside draft and verify
+
+
+class StepTimeModel:
+    """Predicts step time of a hypothetical (tokens, draft) configuration; refits itself from measured steps."""
+
+    def __init__(
+        self, shape: MoeShape, prior: StepCoefficients, window: int = 256, ridge: float = 1e-3, affinity: float = 0.0
+    ) -> None:
+        self.shape = shape
+        self.coef = prior  # current coefficients (the prior until data arrives)
+        self._prior = prior
+        self._ridge = ridge  # weight of the prior, in units of squared normalised features
+        self._verify_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
+        self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
+        self._other: float | None = None
+        self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
+
+    def experts(self, tokens: float, requests: int, budget: int | None = None) -> float:
+        """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all."""
+        fresh = requests + max(tokens - requests, 0) * (1.0 - self.affinity)
+        per_layer = expected_experts(fresh, self.shape.num_experts, self.shape.top_k)
+        if budget is not None:
+            per_layer = min(per_layer, float(budget))
+        return self.shape.num_layers * per_layer
+
+    def verify_time(self, tokens: int, requests: int, budget: int | None = None) -> float:
+        c = self.coef
+        return c.verify_fixed + c.per_token * tokens + c.per_expert * self.experts(tokens, requests, budget)
+
+    def step_time(
+        self, tokens: int, requests: int, draft_steps: int, draft_tokens: int, budget: int | None = None
+    ) -> float:
+        c = self.coef
+        draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
+        return self.verify_time(tokens, requests, budget) + draft + c.other
+
+    def add(
+        self,
+        tokens: int,
+        requests: int,
+        unique_experts: list[int] | tuple[int, ...],
+        draft_steps: int,
+        draft_tokens: int,
+        verify_s: float,
+        draft_s: float,
+        other_s: float,
+    ) -> None:
+        """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it)."""
+        if unique_experts:
+            mean_unique = sum(unique_experts) / len(unique_experts)
+            if tokens > requests:  # only steps with drafts tell anything about affinity
+                fresh = routing_events(mean_unique, self.shape.num_experts, self.shape.top_k)
+                a_now = min(max(1.0 - (fresh - requests) / (tokens - requests), 0.0), 1.0)
+                self.affinity += 0.1 * (a_now - self.affinity)
+            total = float(sum(unique_experts)) * self.shape.num_layers / len(unique_experts)
+        else:
+            total = self.experts(tokens, requests)
+        self._verify_rows.append(([1.0, float(tokens), total], verify_s))
+        if draft_steps:
+            self._draft_rows.append(([float(draft_steps), float(draft_tokens)], draft_s))
+        self._other = other_s if self._other is None else 0.9 * self._other + 0.1 * other_s
+
+    def refit(self) -> None:
+        p = self._prior
+        verify = (p.verify_fixed, p.per_token, p.per_expert)
+        draft = (p.per_draft_step, p.per_draft_token)
+        if self._verify_rows:
+            verify = fit_scaled(self._verify_rows, verify, self._ridge)
+        if self._draft_rows:
+            draft = fit_scaled(self._draft_rows, draft, self._ridge)
+        self.coef = StepCoefficients(
+            verify_fixed=max(verify[0], 0.0),
+            per_token=max(verify[1], 0.0),
+            per_expert=max(verify[2], 0.0),
+            per_draft_step=max(draft[0], 0.0),
+            per_draft_token=max(draft[1], 0.0),
+            other=p.other if self._other is None else self._other,
+        )

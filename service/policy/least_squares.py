@@ -1,0 +1,75 @@
+"""Ordinary / ridge least squares on plain Python lists (the policy layer carries no numpy).
+
+Solves (XᵀX + λI) c = Xᵀy + λ c_prior by Gaussian elimination with partial pivoting. With λ = 0 this is ordinary
+least squares; a small λ pulls directions the data cannot identify (e.g. a policy that always used the same K)
+toward the prior instead of toward noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+
+def solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Solve the square system a·x = b; raises ValueError when a is singular."""
+    n = len(a)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        scale = max(abs(v) for row in m for v in row[:n]) or 1.0
+        if abs(m[pivot][col]) <= 1e-12 * scale:
+            raise ValueError("singular system: the features do not determine the coefficients")
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(col + 1, n):
+            f = m[r][col] / m[col][col]
+            if f:
+                for c in range(col, n + 1):
+                    m[r][c] -= f * m[col][c]
+    x = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
+    return x
+
+
+def fit(
+    rows: Sequence[Sequence[float]],
+    targets: Sequence[float],
+    ridge: float = 0.0,
+    prior: Sequence[float] | None = None,
+) -> list[float]:
+    """Coefficients c minimising Σ (row·c - target)² + ridge·|c - prior|²."""
+    if not rows or len(rows) != len(targets):
+        raise ValueError(f"need matching non-empty rows and targets, got {len(rows)} and {len(targets)}")
+    n = len(rows[0])
+    if any(len(row) != n for row in rows):
+        raise ValueError("all rows need the same number of features")
+    prior = [0.0] * n if prior is None else list(prior)
+    ata = [[0.0] * n for _ in range(n)]
+    aty = [0.0] * n
+    for row, y in zip(rows, targets, strict=True):
+        for i in range(n):
+            ri = row[i]
+            aty[i] += ri * y
+            for j in range(i, n):
+                ata[i][j] += ri * row[j]
+    for i in range(n):
+        for j in range(i):
+            ata[i][j] = ata[j][i]
+        ata[i][i] += ridge
+        aty[i] += ridge * prior[i]
+    return solve(ata, aty)
+
+
+def fit_scaled(
+    samples: Iterable[tuple[Sequence[float], float]], prior: Sequence[float], ridge: float
+) -> tuple[float, ...]:
+    """Ridge fit toward `prior` in features scaled to unit RMS, so one ridge weight means the same for every
+    coefficient whatever its unit; `samples` are (features, target) pairs."""
+    samples = list(samples)
+    n = len(prior)
+    scale = [math.sqrt(sum(f[i] ** 2 for f, _ in samples) / len(samples)) or 1.0 for i in range(n)]
+    rows = [[x / s for x, s in zip(f, scale, strict=True)] for f, _ in samples]
+    scaled_prior = [c * s for c, s in zip(prior, scale, strict=True)]
+    coef = fit(rows, [y for _, y in samples], ridge=ridge, prior=scaled_prior)
+    return tuple(c / s for c, s in zip(coef, scale, strict=True))

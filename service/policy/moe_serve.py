@@ -1,0 +1,210 @@
+"""`moe-serve`: Cascade's utility, made batch-aware with MoESD's expert cost, under AdaSpec's SLO cap (issue 4).
+
+  e_r(K)   = 1 + Σ_{i<=K} Π_{j<=i} p_rj          expected tokens of request r (p from acceptance.AcceptanceTracker,
+                                                  or the drafter's confidences once known, in `trim`)
+  T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
+             over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts,
+             coefficients by least squares from measured steps
+  J(K⃗)     = T(K⃗) · mean_r 1/e_r(K_r)            the batch's mean TPOT for this step
+  utility of one more draft token for r:   U_r = J(K⃗) / J(K⃗ + 1_r)
+             = (ETR gain of r, as harmonic share) / (marginal step time it adds for the whole batch)
+  rule     for draft depth D = 1, 2, ... (drafting is batch-wide, so each depth carries a fixed cost): start at
+           K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1);
+           keep the D with the lowest J, stop once J rises with D. A configuration with T > cap
+           (slo.step_time_cap) loses to any within the cap; among those over it, the faster wins.
+  probing  a request kept at K = 0 for P steps drafts K = 1 once to refresh p_r1; P doubles each time the probe
+           does not lead to speculation (Cascade's back-off), and resets to P0 when it does.
+Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
+experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from service.policy.acceptance import AcceptanceTracker
+from service.policy.acceptance import expected_tokens as expected
+from service.policy.base import plan
+from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
+from service.policy.slo import step_time_cap
+from service.policy.types import BatchView, Decision, RequestDecision, StepStats
+
+# seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps
+DEFAULT_PRIOR = StepCoefficients(
+    verify_fixed=4e-3, per_token=5e-5, per_expert=5e-5, per_draft_step=1e-3, per_draft_token=2e-5, other=5e-4
+)
+
+
+class MoeServePolicy:
+    def __init__(
+        self,
+        num_experts: int = 64,
+        top_k: int = 8,
+        num_layers: int = 16,
+        k_max: int = 7,
+        prior: StepCoefficients = DEFAULT_PRIOR,
+        expert_budget: int | None = None,
+        probe_every: int = 16,
+        max_probe_every: int = 1024,
+        refit_every: int = 16,
+        acceptance_prior: float = 0.5,
+    ) -> None:
+        if k_max < 0 or probe_every < 1 or max_probe_every < probe_every or refit_every < 1:
+            raise ValueError("moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1")
+        if expert_budget is not None and not top_k <= expert_budget <= num_experts:
+            raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
+        self.shape = MoeShape(num_experts, top_k, num_layers)
+        self.k_max, self.expert_budget = k_max, expert_budget
+        self.model = StepTimeModel(self.shape, prior)
+        self.accept = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)
+        self.probe_every, self.max_probe_every, self.refit_every = probe_every, max_probe_every, refit_every
+        self._idle: dict[str, int] = {}  # request -> consecutive steps at K = 0
+        self._interval: dict[str, int] = {}  # request -> current probe interval P, steps
+        self._probing: set[str] = set()  # requests whose K = 1 this step is a probe
+        self._steps = 0
+
+    def decide(self, batch: BatchView) -> Decision:
+        reqs = batch.requests
+        if len(self.accept) > 2 * len(reqs) + 16:
+            live = {r.request_id for r in reqs}
+            self.accept.keep_only(live)
+            self._idle = {k: v for k, v in self._idle.items() if k in live}
+            self._interval = {k: v for k, v in self._interval.items() if k in live}
+        k_cap = min(self.k_max, batch.max_k)
+        probs = [self.accept.get(r.request_id) for r in reqs]
+        ks = self.allocate(probs, [k_cap] * len(reqs), step_time_cap(batch), drafting=True)
+        self._probing = set()
+        for i, r in enumerate(reqs):
+            rid = r.request_id
+            interval = self._interval.setdefault(rid, self.probe_every)
+            if ks[i] > 0:
+                self._idle[rid], self._interval[rid] = 0, self.probe_every
+                continue
+            idle = self._idle.get(rid, 0) + 1
+            self._idle[rid] = idle
+            if idle >= interval and k_cap > 0:
+                ks[i] = 1
+                self._probing.add(rid)
+                self._idle[rid] = 0
+                self._interval[rid] = min(2 * interval, self.max_probe_every)
+        if self._probing and self._time(ks, drafting=True) > step_time_cap(batch):
+            for i, r in enumerate(reqs):  # a probe must not break an SLO either
+                if r.request_id in self._probing:
+                    ks[i] = 0
+            self._probing = set()
+        return plan(batch, ks, self._budget())
+
+    def trim(self, batch: BatchView, decision: Decision) -> Decision:
+        """Re-run the allocation with the drafter's confidences for the drafted positions; drafting cost is sunk."""
+        if not any(r.draft_confidences for r in batch.requests):
+            return decision
+        probs, caps = [], []
+        for r, d in zip(batch.requests, decision.requests, strict=True):
+            p = list(r.draft_confidences[: d.k]) + self.accept.get(r.request_id)[len(r.draft_confidences) : d.k]
+            probs.append(p or [0.0])
+            caps.append(d.k)
+        lens = self.allocate(probs, caps, step_time_cap(batch), drafting=False)
+        for i, (r, d) in enumerate(zip(batch.requests, decision.requests, strict=True)):
+            if d.request_id in self._probing:
+                lens[i] = d.k  # a probe exists to measure acceptance: verify it
+            for pos in range(lens[i], min(d.k, len(r.draft_confidences))):
+                self.accept.nudge(d.request_id, pos, r.draft_confidences[pos])
+        return Decision(
+            requests=tuple(
+                RequestDecision(d.request_id, d.k, ln) for d, ln in zip(decision.requests, lens, strict=True)
+            ),
+            expert_budget=decision.expert_budget,
+        )
+
+    def allocate(self, probs: list[list[float]], caps: list[int], cap_s: float, drafting: bool) -> list[int]:
+        """K per request (module docstring); probs[r][i] = P(accept draft i+1 | drafts 1..i accepted).
+
+        With `drafting`, the depth D is searched from 1 up and stops once J rises; without it (trim), the drafts
+        exist already and one pass starts from caps."""
+        zero = [0] * len(probs)
+        best_ks, best = zero, self._objective(zero, probs, cap_s, drafting)
+        if not drafting:
+            ks, key = self._eliminate(probs, list(caps), cap_s, drafting)
+            return ks if key < best else best_ks
+        prev = best
+        for depth in range(1, max(caps, default=0) + 1):
+            ks, key = self._eliminate(probs, [min(depth, c) for c in caps], cap_s, drafting)
+            if key < best:
+                best_ks, best = ks, key
+            elif key > prev:
+                break  # J grows with depth past its minimum
+            prev = key
+        return best_ks
+
+    def _objective(self, ks: list[int], probs: list[list[float]], cap_s: float, drafting: bool) -> tuple[int, float]:
+        """Sort key of a configuration: within the cap, by J = T · Σ 1/e_r; over it, after all, by T."""
+        t = self._time(ks, drafting)
+        harmonic = sum(1.0 / expected(p, k) for p, k in zip(probs, ks, strict=True))
+        return (1, t) if t > cap_s else (0, t * harmonic)
+
+    def _eliminate(
+        self, probs: list[list[float]], ks: list[int], cap_s: float, drafting: bool
+    ) -> tuple[list[int], tuple[int, float]]:
+        """From `ks`, drop the tail draft whose request gains least from it while that lowers the objective."""
+        e = [expected(p, k) for p, k in zip(probs, ks, strict=True)]
+        harmonic = sum(1.0 / x for x in e)
+        tokens, drafted, depth = sum(ks) + len(ks), sum(ks), max(ks, default=0)
+
+        def key(tokens: int, drafted: int, harmonic: float) -> tuple[int, float]:
+            if drafting:
+                t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget)
+            else:
+                t = self.model.verify_time(tokens, len(ks), self.expert_budget)
+            return (1, t) if t > cap_s else (0, t * harmonic)
+
+        best = key(tokens, drafted, harmonic)
+        heap = [(1.0 / (e[i] - _tail(probs[i], k)) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
+        heapq.heapify(heap)
+        step_draft = 1 if drafting else 0
+        while heap:
+            loss, i = heap[0]
+            trial = key(tokens - 1, drafted - step_draft, harmonic + loss)
+            if trial >= best:
+                break
+            heapq.heappop(heap)
+            best, tokens, drafted, harmonic = trial, tokens - 1, drafted - step_draft, harmonic + loss
+            e[i] -= _tail(probs[i], ks[i])
+            ks[i] -= 1
+            if ks[i] > 0:
+                heapq.heappush(heap, (1.0 / (e[i] - _tail(probs[i], ks[i])) - 1.0 / e[i], i))
+        return ks, best
+
+    def _time(self, ks: list[int], drafting: bool) -> float:
+        tokens = sum(ks) + len(ks)
+        if not drafting:
+            return self.model.verify_time(tokens, len(ks), self.expert_budget)
+        return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget)
+
+    def _budget(self) -> tuple[int, ...] | None:
+        return None if self.expert_budget is None else (self.expert_budget,) * self.shape.num_layers
+
+    def observe(self, stats: StepStats) -> None:
+        for r in stats.requests:
+            if r.k > 0:
+                self.accept.update(r.request_id, r.k, r.accepted)
+        self.model.add(
+            stats.verify_tokens,
+            stats.batch_size,
+            stats.unique_experts,
+            stats.draft_steps,
+            sum(r.k for r in stats.requests),
+            stats.verify_s,
+            stats.draft_s,
+            stats.other_s,
+        )
+        self._steps += 1
+        if self._steps % self.refit_every == 0:
+            self.model.refit()
+
+
+def _tail(p: list[float], k: int) -> float:
+    """Π_{j<=k} p_j: the expected tokens the k-th draft adds."""
+    run = 1.0
+    for i in range(k):
+        run *= p[i] if i < len(p) else (p[-1] if p else 0.0)
+    return run

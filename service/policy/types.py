@@ -1,0 +1,109 @@
+"""The nouns of the policy layer: what the engine shows a policy each step, what it measured, what the policy decided.
+
+All frozen, all plain numbers: the SGLang integration builds them from engine state every step (issue 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SloClass:
+    """A latency class a tenant's request belongs to; None targets mean "no constraint"."""
+
+    name: str  # label, e.g. "interactive" or "batch"
+    ttft_s: float | None = None  # seconds, time-to-first-token target
+    tpot_s: float | None = None  # seconds per output token target
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """One decoding request as a policy sees it before a step."""
+
+    request_id: str  # engine request id, stable across steps
+    tenant: str = "default"  # tenant name from the gateway hints
+    slo: SloClass | None = None  # latency class from the gateway hints; None = best effort
+    tokens_so_far: int = 0  # tokens generated so far
+    context_len: int = 0  # tokens in this request's KV cache (prompt + generated)
+    recent_accepts: tuple[int, ...] = ()  # accepted draft tokens in the last few verify steps, oldest first
+    draft_confidences: tuple[
+        float, ...
+    ] = ()  # drafter probability of each token drafted this step (empty before drafting)
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """The decode batch at the start of a step."""
+
+    now: float  # seconds, engine clock (policies never read a clock themselves)
+    requests: tuple[RequestView, ...]  # the running decode requests
+    max_k: int  # draft tokens, the most the engine's drafter can produce per request this step
+
+    def __post_init__(self) -> None:
+        if self.max_k < 0:
+            raise ValueError(f"max_k must be >= 0, got {self.max_k}")
+
+
+@dataclass(frozen=True)
+class RequestDecision:
+    request_id: str  # matches RequestView.request_id
+    k: int  # draft tokens to propose; 0 = plain decode for this request
+    verify_len: int  # draft tokens sent to verification after trimming, 0 <= verify_len <= k
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.verify_len <= self.k:
+            raise ValueError(f"request {self.request_id!r}: need 0 <= verify_len <= k, got {self.verify_len}, {self.k}")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do this step; `requests` is in the batch's order."""
+
+    requests: tuple[RequestDecision, ...]  # one per request in the BatchView, same order
+    expert_budget: tuple[int, ...] | None = None  # [num_layers] experts kept per MoE layer in verify; None = no budget
+
+    def k_of(self, request_id: str) -> int:
+        """Draft tokens chosen for one request (linear scan: batches are small and this is for tests/tools)."""
+        for r in self.requests:
+            if r.request_id == request_id:
+                return r.k
+        raise KeyError(f"no decision for request {request_id!r}")
+
+
+@dataclass(frozen=True)
+class RequestStepStats:
+    request_id: str  # matches RequestView.request_id
+    k: int  # draft tokens verified for this request (after trimming); 0 = plain decode
+    accepted: int  # draft tokens accepted, 0 <= accepted <= k (the bonus token is not counted)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.accepted <= self.k:
+            raise ValueError(f"request {self.request_id!r}: need 0 <= accepted <= k, got {self.accepted}, {self.k}")
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What one decode step measured, reported after it ran."""
+
+    now: float  # seconds, engine clock at the end of the step
+    batch_size: int  # requests in the step
+    requests: tuple[RequestStepStats, ...]  # per request, in batch order
+    draft_s: float  # seconds spent drafting
+    verify_s: float  # seconds in the target forward (verify, or plain decode when every k is 0)
+    other_s: float  # seconds outside draft and verify (sampling, scheduling, bookkeeping)
+    unique_experts: tuple[int, ...] = ()  # [num_layers] distinct experts activated in the verify forward
+    context_tokens: int = 0  # tokens in all KV caches of the batch
+    draft_steps: int = 0  # sequential draft forwards run this step (the largest K drafted, before trimming)
+
+    @property
+    def step_s(self) -> float:  # seconds, wall time of the whole step
+        return self.draft_s + self.verify_s + self.other_s
+
+    @property
+    def verify_tokens(self) -> int:  # tokens the target processed: each request's k drafts + 1
+        return sum(r.k + 1 for r in self.requests)
+
+    @property
+    def emitted_tokens(self) -> int:  # tokens the step produced: accepted drafts + 1 per request
+        return sum(r.accepted + 1 for r in self.requests)
