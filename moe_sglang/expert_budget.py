@@ -9,8 +9,8 @@ prefill, plain decode and the draft model are never affected. Inside one, per Mo
   *truncates* (dropped slots get weight 0) or *substitutes* (each token takes its best in-budget experts).
 
 A truncated slot must not be computed. SGLang's GPU MoE skips id -1; its CPU MoE (`moe_forward_native`) cannot take
--1, so on CPU a dropped slot is pointed at the token's own first in-budget expert with weight 0: same output, and only
-in-budget experts run. Substitution needs plain softmax routing (no grouped top-k, no correction bias); otherwise
+-1, so on CPU a dropped slot is pointed at another in-budget expert of the token with weight 0: same output, and only
+in-budget experts run (see _redirect_dropped). B is raised to at least top_k. Substitution needs plain softmax routing (no grouped top-k, no correction bias); otherwise
 the layer falls back to truncation.
 """
 
@@ -59,7 +59,7 @@ def route_in_verify(
     """The (weights, ids) the MoE should compute for this verify layer, recording what was wanted and touched."""
     num_experts = router_logits.shape[-1]
     scope.wanted[layer_id] = _experts_mask(topk_ids, num_experts, scope.wanted.get(layer_id))
-    budget = _layer_budget(scope.budget, layer_id, num_experts)
+    budget = _layer_budget(scope.budget, layer_id, num_experts, topk_ids.shape[1])
     if budget is not None and topk_ids.shape[0] > 0:
         probs = torch.softmax(router_logits.float(), dim=-1)  # [T, E]
         mask = select_budget_experts(probs, budget)  # [E]
@@ -74,17 +74,32 @@ def route_in_verify(
     return topk_weights, topk_ids
 
 
-def _layer_budget(budget: tuple[int, ...] | None, layer_id: int, num_experts: int) -> int | None:
+def _layer_budget(budget: tuple[int, ...] | None, layer_id: int, num_experts: int, top_k: int) -> int | None:
+    """B for this layer, at least top_k (MoE-Spec's range; each token then keeps k distinct experts); None = all."""
     if budget is None:
         return None
     b = budget[layer_id] if layer_id < len(budget) else budget[-1]
-    return None if b >= num_experts else max(b, 1)
+    return None if b >= num_experts else max(b, top_k)
 
 
 def _redirect_dropped(ids: torch.Tensor, mask: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Point every out-of-budget slot at the token's most probable in-budget expert (its weight is already 0)."""
-    best_in_budget = probs.masked_fill(~mask[None, :], float("-inf")).argmax(dim=-1, keepdim=True)  # [T, 1]
-    return torch.where(mask[ids], ids, best_in_budget.expand_as(ids))
+    """Point every out-of-budget slot (weight already 0) at an in-budget expert not yet in the token's row.
+
+    Distinct ids per token matter: SGLang's CPU MoE counts tokens per expert with a scatter of ones, so a repeated
+    expert in one row would be under-counted. Candidates are the token's k most probable in-budget experts; with
+    B >= k there is always a free one among them.
+    """
+    k = ids.shape[1]
+    candidates = probs.masked_fill(~mask[None, :], float("-inf")).topk(k, dim=-1).indices  # [T, k]
+    out = ids.clone()
+    for slot in range(k):
+        need = ~mask[out[:, slot]]  # [T]
+        for c in range(k):
+            cand = candidates[:, c]  # [T]
+            take = need & ~(out == cand[:, None]).any(dim=-1)
+            out[:, slot] = torch.where(take, cand, out[:, slot])
+            need = need & ~take
+    return out
 
 
 def _experts_mask(ids: torch.Tensor, num_experts: int, into: torch.Tensor | None) -> torch.Tensor:

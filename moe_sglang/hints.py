@@ -7,7 +7,9 @@ with `/v1/completions` and `/v1/chat/completions` as the top-level `custom_param
                                     "policy": "moe-serve", "allow_lossy_budget": false,
                                     "max_k": 3, "expert_budget": 6}}
 
-Every field is optional. `policy` picks the speculation policy for this request (`_` and `-` are the same, so the
+Every field is optional. A request with no `moe_serve` hints at all (e.g. straight to SGLang, not through the
+gateway) gets the engine's no-hint policy: MOE_SERVE_DEFAULT_POLICY if set, else NO_POLICY, which keeps SGLang's own
+behaviour (every request verifies the drafter's full depth, no policy consulted). `policy` picks the speculation policy for this request (`_` and `-` are the same, so the
 gateway's `moe_serve` is `moe-serve`); `max_k` caps the policy's K for this request (0 = no speculation);
 `expert_budget` caps the experts per MoE layer in verification, honoured only with `allow_lossy_budget`.
 """
@@ -19,7 +21,9 @@ from dataclasses import dataclass
 from service.policy import SloClass
 
 HINTS_KEY = "moe_serve"
-DEFAULT_POLICY = "moe-serve"
+DEFAULT_POLICY = "moe-serve"  # for hinted requests that name no policy, and for unknown names
+NO_POLICY = "sglang"  # label of requests decided by SGLang alone (K = the drafter's full depth)
+NO_HINT_POLICY_ENV = "MOE_SERVE_DEFAULT_POLICY"
 
 
 @dataclass(frozen=True)
@@ -36,11 +40,11 @@ def policy_name(raw: str) -> str:
     return raw.strip().replace("_", "-")
 
 
-def parse_hints(custom_params: object, default_policy: str = DEFAULT_POLICY) -> RequestHints:
-    """Hints of one request; a request without them gets the defaults. Malformed values raise ValueError."""
+def parse_hints(custom_params: object, no_hint_policy: str = NO_POLICY) -> RequestHints:
+    """Hints of one request; a request without them gets `no_hint_policy`. Malformed values raise ValueError."""
     raw = custom_params.get(HINTS_KEY) if isinstance(custom_params, dict) else None
     if raw is None:
-        return RequestHints(policy=default_policy)
+        return RequestHints(policy=policy_name(no_hint_policy))
     if not isinstance(raw, dict):
         raise ValueError(f"custom_params[{HINTS_KEY!r}] must be an object, got {type(raw).__name__}")
     slo = None
@@ -53,7 +57,7 @@ def parse_hints(custom_params: object, default_policy: str = DEFAULT_POLICY) -> 
     return RequestHints(
         tenant=str(raw.get("tenant") or "default"),
         slo=slo,
-        policy=policy_name(str(raw.get("policy") or default_policy)),
+        policy=policy_name(str(raw.get("policy") or DEFAULT_POLICY)),
         allow_lossy_budget=bool(raw.get("allow_lossy_budget", False)),
         max_k=_count(raw.get("max_k"), "max_k"),
         expert_budget=_count(raw.get("expert_budget"), "expert_budget"),

@@ -76,10 +76,14 @@ def _load_cpu() -> None:
 
 def _load_spec_hooks() -> None:
     from moe_sglang import spec_hooks
+    from moe_sglang.hints import NO_HINT_POLICY_ENV, NO_POLICY
     from moe_sglang.spec_step import SpecRuntime
 
     if STATE.runtime is None:
-        STATE.runtime = SpecRuntime(budget_mode=spec_hooks.budget_mode_from_env())
+        STATE.runtime = SpecRuntime(
+            budget_mode=spec_hooks.budget_mode_from_env(),
+            no_hint_policy=os.environ.get(NO_HINT_POLICY_ENV) or NO_POLICY,
+        )
         STATE.spec_hooks = spec_hooks.install(STATE.runtime)
 
 

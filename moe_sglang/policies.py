@@ -4,6 +4,7 @@ Each decode step the batch's requests are grouped by the policy their hints name
 BatchView of its own requests (a policy never sees another policy's requests) and its K per request, capped by the
 request's `max_k` hint. Policy parameters come from MOE_SERVE_POLICY_PARAMS, a JSON object {name: {param: value}};
 the model shape (num_experts, top_k, num_layers) is filled in for policies whose constructor takes it.
+Requests labelled NO_POLICY keep SGLang's behaviour (K = max_k, no policy asked).
 An unknown policy name in a hint falls back to the default policy (logged once per name): a request is never failed
 from inside the scheduler for a hint.
 """
@@ -15,7 +16,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from moe_sglang.hints import DEFAULT_POLICY, RequestHints
+from moe_sglang.hints import DEFAULT_POLICY, NO_POLICY, RequestHints
 from service.policy import BatchView, Decision, RequestView, SpeculationPolicy, available_policies, make_policy
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class PolicySet:
         self.builds = 0  # policies constructed in this process (once per name)
 
     def resolve(self, name: str) -> str:
-        if name in available_policies():
+        if name == NO_POLICY or name in available_policies():
             return name
         if name not in self._unknown:
             self._unknown.add(name)
@@ -71,9 +72,9 @@ class PolicySet:
 
     def plan(self, now: float, views: list[RequestView], hints: list[RequestHints], max_k: int) -> StepPlan:
         names = [self.resolve(h.policy) for h in hints]
-        ks = [0] * len(views)
+        ks = [max_k] * len(views)
         budgets: list[tuple[int, ...] | None] = []
-        for name in dict.fromkeys(names):
+        for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
             decision: Decision = self.get(name).decide(BatchView(now, tuple(views[i] for i in rows), max_k))
             for i, d in zip(rows, decision.requests, strict=True):
@@ -97,4 +98,5 @@ class PolicySet:
         return tuple(min(per_layer) for per_layer in zip(*caps, strict=True))
 
     def observe(self, name: str, stats) -> None:
-        self.get(name).observe(stats)
+        if name != NO_POLICY:
+            self.get(name).observe(stats)

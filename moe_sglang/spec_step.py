@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from moe_sglang.expert_budget import VerifyExperts
-from moe_sglang.hints import RequestHints, parse_hints
+from moe_sglang.hints import NO_POLICY, RequestHints, parse_hints
 from moe_sglang.metrics import SpecMetrics
 from moe_sglang.policies import PolicySet, StepPlan, policy_params_from_env
 from service.policy import RequestStepStats, RequestView, StepStats
@@ -43,6 +43,7 @@ class SpecRuntime:
     """Per scheduler process: the policies, the step in flight, accept history, metrics."""
 
     budget_mode: str = "truncation"  # expert_budget.BUDGET_MODES
+    no_hint_policy: str = NO_POLICY  # policy of requests that carry no moe_serve hints
     policies: PolicySet | None = None  # built at the first step (needs the model shape)
     metrics: SpecMetrics | None = None
     step: StepState | None = None  # the step in flight
@@ -57,7 +58,7 @@ class SpecRuntime:
             self.policies = PolicySet(model_shape(target_worker), policy_params_from_env())
             self.metrics = SpecMetrics.if_enabled()
         now = time.perf_counter()
-        hints = tuple(parse_hints(req.sampling_params.custom_params) for req in batch.reqs)
+        hints = tuple(parse_hints(req.sampling_params.custom_params, self.no_hint_policy) for req in batch.reqs)
         views = [
             RequestView(
                 request_id=req.rid,

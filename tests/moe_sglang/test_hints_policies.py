@@ -26,8 +26,17 @@ def test_gateway_hints_parse():
 
 
 @pytest.mark.parametrize("params", [None, {}, {"other": 1}])
-def test_no_hints_give_defaults(params):
-    assert parse_hints(params) == RequestHints()
+def test_no_hints_keep_sglang_behaviour(params):
+    assert parse_hints(params) == RequestHints(policy="sglang")
+    assert parse_hints(params, "static") == RequestHints(policy="static")
+    assert parse_hints({"moe_serve": {}}).policy == "moe-serve"
+
+
+def test_no_policy_means_full_depth():
+    plan = PolicySet(SHAPE).plan(
+        0.0, views(2), [RequestHints(policy="sglang"), RequestHints(policy="static", max_k=1)], 5
+    )
+    assert plan.ks == (5, 1) and plan.policies == ("sglang", "static")
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,8 @@ def total(samples, name, **labels) -> float:
 
 
 def test_k0_next_to_k3_in_one_batch(engine, reference):
+    # NGRAM drafts from its corpus of earlier outputs: one request first, so the batch below has drafts to accept
+    assert hinted(engine, policy="static")["output_ids"] == reference
     mixed_before = total(scrape(engine), names.MIXED_STEPS + "_total")
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         off = [pool.submit(hinted, engine, policy="static", max_k=0, tenant="off") for _ in range(2)]
