@@ -30,6 +30,7 @@ class StepState:
     hints: tuple[RequestHints, ...]  # per request
     plan: StepPlan  # the policies' decision
     max_k: int  # draft depth the drafter produced this step
+    context_tokens: int  # tokens in the batch's KV caches at step start
     started: float  # seconds, perf_counter at step start
     draft_s: float = 0.0  # seconds in draft phases
     verify_s: float = 0.0  # seconds in the target verify forward
@@ -71,7 +72,8 @@ class SpecRuntime:
             for req, h in zip(batch.reqs, hints, strict=True)
         ]
         plan = self.policies.plan(now, views, list(hints), max_k)
-        self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, now)
+        context = sum(v.context_len for v in views)
+        self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, context, now)
         return self.step
 
     def end(self, state: StepState, result) -> StepStats:
@@ -90,7 +92,7 @@ class SpecRuntime:
             verify_s=state.verify_s,
             other_s=max(now - state.started - state.draft_s - state.verify_s, 0.0),
             unique_experts=state.unique_experts,
-            context_tokens=0,
+            context_tokens=state.context_tokens,
             draft_steps=state.max_k,
         )
         for name in dict.fromkeys(state.plan.policies):

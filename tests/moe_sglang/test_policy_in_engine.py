@@ -78,7 +78,8 @@ def test_policy_switches_per_request_without_restart(engine, engine_pool, refere
         out = hinted(engine, policy=policy)
         assert out["output_ids"] == reference, f"policy {policy} changed greedy output"
         after = total(scrape(engine), names.K_CHOSEN + "_count", policy=policy.replace("_", "-"))
-        assert after - before >= NEW_TOKENS - 1, f"policy {policy} did not decide this request's steps"
+        steps = out["meta_info"]["spec_verify_ct"]
+        assert after - before == steps, f"policy {policy} decided {after - before} of this request's {steps} steps"
     assert engine_pool.starts == starts
 
 
@@ -117,3 +118,20 @@ def test_expert_budget_in_verify(engine, reference):
         f"\nexpert budget B=2/8 (truncation): greedy prefix agreement {agree}/{len(reference)}, "
         f"positions equal {same}/{len(reference)}, accept length {budgeted['meta_info']['spec_accept_length']:.2f}"
     )
+
+
+def test_standalone_k0_next_to_k3(tiny_models, engine_pool, reference):
+    """The same per-request K on the EAGLE V2 worker (STANDALONE, a self-draft)."""
+    model = tiny_models["mixtral"]
+    url = engine_pool.url(
+        engine_config(
+            model, algorithm="standalone", draft_model_path=str(model), num_steps=3, topk=1, num_draft_tokens=4
+        )
+    )
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        off = pool.submit(hinted, url, policy="static", max_k=0)
+        on = pool.submit(hinted, url, policy="static")
+        off, on = off.result(), on.result()
+    assert off["output_ids"] == reference and on["output_ids"] == reference
+    assert off["meta_info"]["spec_num_correct_drafts"] == 0
+    assert on["meta_info"]["spec_num_correct_drafts"] > 0
