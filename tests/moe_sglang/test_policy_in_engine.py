@@ -120,18 +120,16 @@ def test_expert_budget_in_verify(engine, reference):
     )
 
 
-def test_standalone_k0_next_to_k3(tiny_models, engine_pool, reference):
-    """The same per-request K on the EAGLE V2 worker (STANDALONE, a self-draft)."""
+def test_standalone_tree_k0_k1_k3_in_one_batch(tiny_models, engine_pool, reference):
+    """The same on the EAGLE V2 worker (STANDALONE, self-draft) with a draft tree (topk 2): K=1 cuts it mid-way."""
     model = tiny_models["mixtral"]
-    url = engine_pool.url(
-        engine_config(
-            model, algorithm="standalone", draft_model_path=str(model), num_steps=3, topk=1, num_draft_tokens=4
-        )
-    )
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        off = pool.submit(hinted, url, policy="static", max_k=0)
-        on = pool.submit(hinted, url, policy="static")
-        off, on = off.result(), on.result()
-    assert off["output_ids"] == reference and on["output_ids"] == reference
-    assert off["meta_info"]["spec_num_correct_drafts"] == 0
-    assert on["meta_info"]["spec_num_correct_drafts"] > 0
+    spec = dict(algorithm="standalone", draft_model_path=str(model), num_steps=3, topk=2, num_draft_tokens=6)
+    url = engine_pool.url(engine_config(model, **spec))
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(hinted, url, policy="static", max_k=k) for k in (0, 1, 3)]
+        k0, k1, k3 = (f.result() for f in futures)
+    for out in (k0, k1, k3):
+        assert out["output_ids"] == reference
+    assert k0["meta_info"]["spec_num_correct_drafts"] == 0
+    assert 0 < k1["meta_info"]["spec_num_correct_drafts"] <= k1["meta_info"]["spec_verify_ct"]
+    assert k3["meta_info"]["spec_num_correct_drafts"] > k1["meta_info"]["spec_num_correct_drafts"]
