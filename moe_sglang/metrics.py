@@ -48,28 +48,38 @@ SECONDS_BUCKETS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 class SpecMetrics:
     """The Prometheus objects, created in the process that records (the scheduler)."""
 
-    def __init__(self) -> None:
-        from prometheus_client import Counter, Histogram
+    def __init__(self, registry=None) -> None:
+        from prometheus_client import REGISTRY, Counter, Histogram
+
+        r = registry or REGISTRY  # the default registry is the one SGLang's multiprocess collector reads
 
         pt = ["policy", "tenant"]
-        self.k = Histogram(K_CHOSEN, "Draft tokens K chosen per request-step", pt, buckets=K_BUCKETS)
-        self.off = Counter(SPEC_OFF, "Request-steps with speculation off (K = 0)", pt)
-        self.accepted_at = Counter(ACCEPTED_AT, "Drafts accepted at each position", ["policy", "position"])
+        self.k = Histogram(K_CHOSEN, "Draft tokens K chosen per request-step", pt, buckets=K_BUCKETS, registry=r)
+        self.off = Counter(SPEC_OFF, "Request-steps with speculation off (K = 0)", pt, registry=r)
+        self.accepted_at = Counter(ACCEPTED_AT, "Drafts accepted at each position", ["policy", "position"], registry=r)
         self.proposed_at = Counter(
-            PROPOSED_AT, "Drafts verifiable at each position (K >= position)", ["policy", "position"]
+            PROPOSED_AT, "Drafts verifiable at each position (K >= position)", ["policy", "position"], registry=r
         )
         self.accept_length = Histogram(
-            ACCEPT_LENGTH, "Tokens per request-step (accepted + 1)", pt, buckets=LENGTH_BUCKETS
+            ACCEPT_LENGTH, "Tokens per request-step (accepted + 1)", pt, buckets=LENGTH_BUCKETS, registry=r
         )
         self.utility = Histogram(
-            UTILITY, "Tokens emitted / tokens verified per step", ["policy"], buckets=UTILITY_BUCKETS
+            UTILITY, "Tokens emitted / tokens verified per step", ["policy"], buckets=UTILITY_BUCKETS, registry=r
         )
-        self.step_seconds = Histogram(STEP_SECONDS, "Step time by phase", ["phase"], buckets=SECONDS_BUCKETS)
-        self.mixed = Counter(MIXED_STEPS, "Steps with K = 0 and K > 0 requests in one batch")
+        self.step_seconds = Histogram(
+            STEP_SECONDS, "Step time by phase", ["phase"], buckets=SECONDS_BUCKETS, registry=r
+        )
+        self.mixed = Counter(MIXED_STEPS, "Steps with K = 0 and K > 0 requests in one batch", registry=r)
         self.unique = Histogram(
-            UNIQUE_EXPERTS, "Unique experts of one layer in one verify forward", ["policy"], buckets=EXPERT_BUCKETS
+            UNIQUE_EXPERTS,
+            "Unique experts of one layer in one verify forward",
+            ["policy"],
+            buckets=EXPERT_BUCKETS,
+            registry=r,
         )
-        self.dropped = Counter(BUDGET_DROPPED, "Experts dropped by the verify budget, summed over layers", ["policy"])
+        self.dropped = Counter(
+            BUDGET_DROPPED, "Experts dropped by the verify budget, summed over layers", ["policy"], registry=r
+        )
 
     @classmethod
     def if_enabled(cls) -> SpecMetrics | None:

@@ -62,9 +62,26 @@ def install(runtime: SpecRuntime) -> list[str]:
     hooks[TARGET_FORWARD] = _verify_hook(runtime)
     for target in TOPK_TARGETS:
         hooks[target] = _topk_hook(runtime)
+    _check_targets(hooks)
     for target, hook in hooks.items():
         HookRegistry.register(target, hook, HookType.AROUND)
     return list(hooks)
+
+
+def _check_targets(targets) -> None:
+    """SGLang swallows a hook whose target moved; say so at load instead."""
+    import pkgutil
+
+    from moe_sglang.compat import SGLangCompatError
+
+    missing = []
+    for target in targets:
+        try:
+            pkgutil.resolve_name(target)
+        except (ImportError, AttributeError) as err:
+            missing.append(f"{target}: {err}")
+    if missing:
+        raise SGLangCompatError("moe-serve's speculation hooks have no target:\n- " + "\n- ".join(missing))
 
 
 def _step_hook(runtime: SpecRuntime, max_depth: Callable) -> Callable:
