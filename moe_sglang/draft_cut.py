@@ -56,3 +56,14 @@ def cut_draft_trees(
             if d >= k:
                 row[node] = -1
     return torch.tensor(nxt, dtype=next_token.dtype).to(next_token.device, non_blocking=True)
+
+
+def acceptable_tokens(
+    next_token: torch.Tensor,  # [bs, n] first child of each node, -1 = none
+    next_sibling: torch.Tensor,  # [bs, n] next sibling of each node, -1 = none
+    max_depths: list[int],  # [bs] K_i
+) -> torch.Tensor:
+    """[bs * n] float: 1 for verify tokens at depth <= K_i (the root included), 0 for those that cannot be accepted."""
+    depths = node_depths(next_token.tolist(), next_sibling.tolist())
+    flags = [[1.0 if 0 <= d <= k else 0.0 for d in depth] for depth, k in zip(depths, max_depths, strict=True)]
+    return torch.tensor(flags).reshape(-1).to(next_token.device, non_blocking=True)

@@ -5,7 +5,8 @@ prefill, plain decode and the draft model are never affected. Inside one, per Mo
 - it records which experts the routing picked (`wanted`) and which the MoE then computes (`touched`), as [E] bool
   tensors on the routing's device, so counting costs no host sync per layer (one `.tolist()` at the end of the step);
 - with a budget B (from the policies, see policies.StepPlan) it keeps the B experts with the largest router
-  probability summed over the verify tokens (`service.kernels.moe_ref.select_budget_experts`) and either
+  probability summed over the verify tokens that can still be accepted (a request's drafts deeper than its K_i
+  never can, so they do not vote) (`service.kernels.moe_ref.select_budget_experts`) and either
   *truncates* (dropped slots get weight 0) or *substitutes* (each token takes its best in-budget experts).
 
 A truncated slot must not be computed. SGLang's GPU MoE skips id -1; its CPU MoE (`moe_forward_native`) cannot take
@@ -31,6 +32,7 @@ class VerifyExperts:
 
     budget: tuple[int, ...] | None = None  # [num_layers] experts kept per layer; None = no budget
     mode: str = "truncation"  # one of BUDGET_MODES
+    token_weights: torch.Tensor | None = None  # [T] 1 for verify tokens that can be accepted (depth <= K_i), else 0
     wanted: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, picked by the router
     touched: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, computed by the MoE
 
@@ -62,7 +64,10 @@ def route_in_verify(
     budget = _layer_budget(scope.budget, layer_id, num_experts, topk_ids.shape[1])
     if budget is not None and topk_ids.shape[0] > 0:
         probs = torch.softmax(router_logits.float(), dim=-1)  # [T, E]
-        mask = select_budget_experts(probs, budget)  # [E]
+        weights = scope.token_weights
+        if weights is not None and weights.shape[0] != probs.shape[0]:
+            weights = None  # padded batch: rank over every token
+        mask = select_budget_experts(probs, budget, token_weights=weights)  # [E]
         k = topk_ids.shape[1]
         if scope.mode == "substitution" and plain_softmax and k <= budget:
             ids, weights = apply_budget_substitution(router_logits, mask, k, renormalize=renormalize)

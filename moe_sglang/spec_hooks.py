@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 
-from moe_sglang.draft_cut import cut_draft_trees
+from moe_sglang.draft_cut import acceptable_tokens, cut_draft_trees
 from moe_sglang.expert_budget import BUDGET_MODES, VerifyExperts, route_in_verify
 from moe_sglang.spec_step import SpecRuntime
 
@@ -140,7 +140,9 @@ def _verify_hook(runtime: SpecRuntime) -> Callable:
         if state is None or not kwargs.get("is_verify") or runtime.draft_depth:
             return original(*args, **kwargs)
         start = time.perf_counter()
-        runtime.verify = VerifyExperts(budget=state.plan.expert_budget, mode=runtime.budget_mode)
+        runtime.verify = VerifyExperts(
+            budget=state.plan.expert_budget, mode=runtime.budget_mode, token_weights=_token_weights(state, args, kwargs)
+        )
         try:
             result = original(*args, **kwargs)
             state.unique_experts, state.dropped_experts = runtime.verify.counts()
@@ -150,6 +152,17 @@ def _verify_hook(runtime: SpecRuntime) -> Callable:
         return result
 
     return around
+
+
+def _token_weights(state, args, kwargs):
+    """Which verify tokens vote for the budget; None when there is no budget or every token can be accepted."""
+    if state.plan.expert_budget is None or min(state.plan.ks) >= state.max_k:
+        return None
+    batch = kwargs.get("forward_batch") or kwargs.get("batch") or (args[1] if len(args) > 1 else None)
+    spec = getattr(batch, "spec_info", None)
+    if getattr(spec, "retrieve_next_token", None) is None:
+        return None
+    return acceptable_tokens(spec.retrieve_next_token, spec.retrieve_next_sibling, list(state.plan.ks))
 
 
 def _topk_hook(runtime: SpecRuntime) -> Callable:

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moe_sglang.draft_cut import cut_draft_trees, node_depths
+from moe_sglang.draft_cut import acceptable_tokens, cut_draft_trees, node_depths
 
 # root 0 -> {1, 2}; 1 -> {3}; 3 -> {4}
 TREE_NEXT = [1, 3, -1, 4, -1]
@@ -68,3 +68,8 @@ def test_chain_walk_stops_at_k(case):
     while out[node] != -1:
         node, walked = out[node], walked + 1
     assert walked == min(k, n - 1)
+
+
+def test_acceptable_tokens():
+    nxt, sib = torch.tensor([TREE_NEXT, TREE_NEXT]), torch.tensor([TREE_SIB, TREE_SIB])
+    assert acceptable_tokens(nxt, sib, [0, 2]).tolist() == [1, 0, 0, 0, 0, 1, 1, 1, 1, 0]

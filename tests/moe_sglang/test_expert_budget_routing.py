@@ -68,3 +68,14 @@ def test_substitution_needs_plain_softmax():
     # substitution gives every token K in-budget experts with positive weight; the fallback truncates instead
     assert bool((sub[0] > 0).all())
     assert not torch.equal(sub[0], trunc[0])
+
+
+def test_only_acceptable_tokens_vote():
+    logits, w, ids = routing(5)
+    votes = torch.zeros(T)
+    votes[:3] = 1.0
+    scope = VerifyExperts(budget=(2,), token_weights=votes)
+    route_in_verify(scope, 0, w, ids, logits, renormalize=True, plain_softmax=True)
+    expected = select_budget_experts(torch.softmax(logits[:3], -1), 2)
+    touched = scope.touched[0][1:]
+    assert torch.equal(touched, expected)
