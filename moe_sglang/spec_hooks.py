@@ -10,7 +10,8 @@
 
 STANDALONE runs on the EAGLE V2 worker (StandaloneWorkerV2 subclasses it), so the EAGLE targets cover it. On GPU the
 TopK hook is Python: under CUDA-graph replay of the verify forward it does not run (verify needs --disable-cuda-graph
-for the budget, or a budget kernel captured in the graph; not done here).
+for the budget, or a budget kernel captured in the graph; not done here), and the tree cut reads the tree links to
+the host once per step. Only CPU is tested (CI); GPU runs these hooks untested.
 """
 
 from __future__ import annotations

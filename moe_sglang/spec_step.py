@@ -5,6 +5,9 @@ Timings are host `time.perf_counter()` around SGLang's own phases: draft = the d
 build; STANDALONE's draft forwards and draft-extend), verify = the target's verify forward, other = the rest of the
 step (acceptance, KV bookkeeping, planning). On CPU these are compute times; on GPU they are launch times unless the
 phase itself syncs (we add no sync).
+
+Policies get `decide()` once per step and `observe()` after it; `trim()` is not called yet: NGRAM has no per-draft
+confidences and the STANDALONE drafter's scores are not read out, so verify_len = K as decided.
 """
 
 from __future__ import annotations
