@@ -8,6 +8,7 @@ run: setup
 	.venv/bin/moe-serve up
 
 test: setup
+	./scripts/test-tools.sh
 	.venv/bin/python -m pytest -q
 
 lint:

@@ -60,11 +60,12 @@ def _log_tail(log_path: Path | None, lines: int = 40) -> str:
 
 @contextlib.contextmanager
 def running_engine(config: EngineConfig, log_path: Path | None = None, timeout: float = 300) -> Iterator[str]:
-    """Run the server until the block exits; yields its base URL. A port of 0 picks a free one."""
+    """Run the server until the block exits; yields its base URL. A port of 0 picks a free one.
+    The server's output goes to `log_path`, or to this process's stdout/stderr when None."""
     if config.port == 0:
         config = replace(config, port=free_port())
     argv, env = server_command(config)
-    log = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://{config.host}:{config.port}"
     try:

@@ -35,5 +35,5 @@ PYEOF
   rm -rf "$tmp"
   touch "$stamp"
 fi
-"${PIP[@]}" install -c deps/constraints-cpu.txt -e ".[engine,test,bench,dev]"
+"${PIP[@]}" install -c deps/constraints-cpu.txt -e ".[engine,test,bench,dev,loadtest,deploy]"
 .venv/bin/python -m moe_sglang.install_hook

@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "service.traces.cli",
         "replay a request trace (Mooncake, Azure, BurstGPT) and write a latency/goodput report",
     ),
+    "up": ("service.up", "the embedded default: SGLang engine + gateway on one machine, OpenAI API on :8000"),
+    "gateway": ("service.gateway.cli", "OpenAI-compatible multi-tenant gateway in front of SGLang servers"),
 }
 
 

@@ -28,17 +28,25 @@ class _Estimate:
     def __init__(self, values: list[float]) -> None:
         self.ema = list(values)  # P(accept i | reached i), smoothed
         self.seen = [0.0] * len(values)  # outcomes folded in, capped at the trust level
+        self._blended: list[float] | None = None  # cache of `blended`, dropped on every add
 
     def add(self, i: int, outcome: float, alpha: float, trust: float) -> None:
-        self.ema[i] += alpha * (outcome - self.ema[i])
+        # a running mean over the first outcomes (the prior weighs as 2), then an EMA: a new request leaves a
+        # prior learnt from other requests within a few steps
+        self._blended = None
+        weight = max(alpha, 1.0 / (self.seen[i] + 2.0))
+        self.ema[i] += weight * (outcome - self.ema[i])
         self.seen[i] = min(self.seen[i] + 1.0, trust)
 
     def blended(self, trust: float) -> list[float]:
-        out: list[float] = []
-        for i, (value, seen) in enumerate(zip(self.ema, self.seen, strict=True)):
-            w = seen / trust
-            out.append(value if i == 0 else w * value + (1.0 - w) * out[-1])
-        return out
+        """Estimates with thinly observed positions leaning on the one before; callers must not mutate it."""
+        if self._blended is None:
+            out: list[float] = []
+            for i, (value, seen) in enumerate(zip(self.ema, self.seen, strict=True)):
+                w = seen / trust
+                out.append(value if i == 0 else w * value + (1.0 - w) * out[-1])
+            self._blended = out
+        return self._blended
 
 
 class AcceptanceTracker:
@@ -62,7 +70,7 @@ class AcceptanceTracker:
     def _estimate(self, request_id: str) -> _Estimate:
         est = self._per_request.get(request_id)
         if est is None:
-            est = self._per_request[request_id] = _Estimate(self.prior)
+            est = self._per_request[request_id] = _Estimate(list(self.prior))
         return est
 
     def get(self, request_id: str) -> list[float]:

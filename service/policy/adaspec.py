@@ -13,6 +13,7 @@ Draft time is already spent when trimming, so trimming prices verify tokens only
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 from service.policy.adaspec_time import LinearStepTime
 from service.policy.base import plan
@@ -92,18 +93,27 @@ class AdaSpecPolicy:
 
     def trim_lengths(self, batch: BatchView, accept: list[list[float]]) -> list[int]:
         """Correct, then eliminate (module docstring); accept[r][i] = P(draft i+1 of r accepted)."""
-        n = len(accept)
+        return self.eliminate(batch, accept, self.correct(batch, accept))
+
+    def throughput(self, batch: BatchView, accept: list[list[float]], lens: list[int]) -> float:
+        """Predicted Θ of verifying lens[r] drafts of each request, drafting (all of `accept`) already done."""
+        tokens = sum(1.0 + sum(p[:ln]) for p, ln in zip(accept, lens, strict=True))
+        return self._theta(batch, accept)(tokens, sum(lens) + len(lens))
+
+    def _theta(self, batch: BatchView, accept: list[list[float]]) -> Callable[[float, int], float]:
         draft_steps = max((len(p) for p in accept), default=0)
         drafted = sum(len(p) for p in accept)
         context = sum(r.context_len for r in batch.requests)
         cap = step_time_cap(batch)
+        return lambda tokens, verify: score(tokens, self.time.predict(verify, context, draft_steps, drafted), cap)
 
-        def theta(tokens: float, verify: int) -> float:
-            return score(tokens, self.time.predict(verify, context, draft_steps, drafted), cap)
-
+    def correct(self, batch: BatchView, accept: list[list[float]]) -> list[int]:
+        """The longest common prefix over which predicted Θ kept rising (per request capped at what it drafted)."""
+        theta = self._theta(batch, accept)
+        n = len(accept)
         lens, tokens, verify = [0] * n, float(n), n
         best = theta(tokens, verify)
-        for k in range(1, draft_steps + 1):  # correct: common prefix while Θ rises
+        for k in range(1, max((len(p) for p in accept), default=0) + 1):
             gain = sum(p[k - 1] for p in accept if len(p) >= k)
             added = sum(1 for p in accept if len(p) >= k)
             s = theta(tokens + gain, verify + added)
@@ -111,9 +121,18 @@ class AdaSpecPolicy:
                 break
             best, tokens, verify = s, tokens + gain, verify + added
             lens = [min(k, len(p)) for p in accept]
+        return lens
+
+    def eliminate(self, batch: BatchView, accept: list[list[float]], lens: list[int]) -> list[int]:
+        """Drop the lowest-acceptance tail draft across the batch while that raises predicted Θ."""
+        theta = self._theta(batch, accept)
+        lens = list(lens)
+        tokens = sum(1.0 + sum(p[:ln]) for p, ln in zip(accept, lens, strict=True))
+        verify = sum(lens) + len(lens)
+        best = theta(tokens, verify)
         tails = [(accept[i][ln - 1], i) for i, ln in enumerate(lens) if ln > 0]
         heapq.heapify(tails)
-        while tails:  # eliminate: lowest-acceptance tail token across the batch, while Θ rises
+        while tails:
             p_tail, i = tails[0]
             s = theta(tokens - p_tail, verify - 1)
             if s <= best:
@@ -132,7 +151,7 @@ class AdaSpecPolicy:
                 count += 1
                 mean += (c - mean) / count
                 self._seen += 1
-                self.mean_conf += (c - self.mean_conf) / min(self._seen, 1000)
+                self.mean_conf += (c - self.mean_conf) / min(self._seen + 1, 1000)  # the prior counts once
             if count:
                 self._per_request[r.request_id] = (mean, count)
 

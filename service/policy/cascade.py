@@ -93,9 +93,9 @@ class CascadePolicy:
         return decision
 
     def observe(self, stats: StepStats) -> None:
-        self._step += 1
         if all(r.k == 0 for r in stats.requests) and stats.step_s > 0:
             self.baseline.add(stats.batch_size, stats.step_s, self._step)
+        self._step += 1
         if self._forced:
             self._forced = False
             return

@@ -10,7 +10,7 @@
              = (ETR gain of r, as harmonic share) / (marginal step time it adds for the whole batch)
   rule     for draft depth D = 1, 2, ... (drafting is batch-wide, so each depth carries a fixed cost): start at
            K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1);
-           keep the D with the lowest J, stop once J rises with D. A configuration with T > cap
+           keep the D with the lowest J, stop after two depths without improvement. A configuration with T > cap
            (slo.step_time_cap) loses to any within the cap; among those over it, the faster wins.
   probing  a request kept at K = 0 for P steps drafts K = 1 once to refresh p_r1; P doubles each time the probe
            does not lead to speculation (Cascade's back-off), and resets to P0 when it does.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import heapq
 
 from service.policy.acceptance import AcceptanceTracker
-from service.policy.acceptance import expected_tokens as expected
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.slo import step_time_cap
@@ -119,34 +118,38 @@ class MoeServePolicy:
     def allocate(self, probs: list[list[float]], caps: list[int], cap_s: float, drafting: bool) -> list[int]:
         """K per request (module docstring); probs[r][i] = P(accept draft i+1 | drafts 1..i accepted).
 
-        With `drafting`, the depth D is searched from 1 up and stops once J rises; without it (trim), the drafts
-        exist already and one pass starts from caps."""
-        zero = [0] * len(probs)
-        best_ks, best = zero, self._objective(zero, probs, cap_s, drafting)
+        With `drafting`, the depth D is searched from 1 up until two depths in a row bring no improvement (one
+        is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins); without it
+        (trim), the drafts exist already and one pass starts from caps."""
+        chains = [_chain(p, c) for p, c in zip(probs, caps, strict=True)]
+        zero = [0] * len(chains)
+        best_ks, best = zero, self._objective(zero, chains, cap_s, drafting)
         if not drafting:
-            ks, key = self._eliminate(probs, list(caps), cap_s, drafting)
+            ks, key = self._eliminate(chains, list(caps), cap_s, drafting)
             return ks if key < best else best_ks
-        prev = best
+        stale = 0  # depths in a row that did not beat the best
         for depth in range(1, max(caps, default=0) + 1):
-            ks, key = self._eliminate(probs, [min(depth, c) for c in caps], cap_s, drafting)
+            ks, key = self._eliminate(chains, [min(depth, c) for c in caps], cap_s, drafting)
             if key < best:
-                best_ks, best = ks, key
-            elif key > prev:
-                break  # J grows with depth past its minimum
-            prev = key
+                best_ks, best, stale = ks, key, 0
+            else:
+                stale += 1
+                if stale == 2:
+                    break  # J has stopped improving with depth
         return best_ks
 
-    def _objective(self, ks: list[int], probs: list[list[float]], cap_s: float, drafting: bool) -> tuple[int, float]:
+    def _objective(self, ks: list[int], chains: list[list[float]], cap_s: float, drafting: bool) -> tuple[int, float]:
         """Sort key of a configuration: within the cap, by J = T · Σ 1/e_r; over it, after all, by T."""
         t = self._time(ks, drafting)
-        harmonic = sum(1.0 / expected(p, k) for p, k in zip(probs, ks, strict=True))
+        harmonic = sum(1.0 / (1.0 + sum(c[:k])) for c, k in zip(chains, ks, strict=True))
         return (1, t) if t > cap_s else (0, t * harmonic)
 
     def _eliminate(
-        self, probs: list[list[float]], ks: list[int], cap_s: float, drafting: bool
+        self, chains: list[list[float]], ks: list[int], cap_s: float, drafting: bool
     ) -> tuple[list[int], tuple[int, float]]:
-        """From `ks`, drop the tail draft whose request gains least from it while that lowers the objective."""
-        e = [expected(p, k) for p, k in zip(probs, ks, strict=True)]
+        """From `ks`, drop the tail draft whose request gains least from it while that lowers the objective;
+        chains[r][i-1] = Π_{j<=i} p_rj, the tokens request r's i-th draft adds on average."""
+        e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]  # expected tokens per request
         harmonic = sum(1.0 / x for x in e)
         tokens, drafted, depth = sum(ks) + len(ks), sum(ks), max(ks, default=0)
 
@@ -158,7 +161,7 @@ class MoeServePolicy:
             return (1, t) if t > cap_s else (0, t * harmonic)
 
         best = key(tokens, drafted, harmonic)
-        heap = [(1.0 / (e[i] - _tail(probs[i], k)) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
+        heap = [(1.0 / (e[i] - chains[i][k - 1]) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
         heapq.heapify(heap)
         step_draft = 1 if drafting else 0
         while heap:
@@ -168,10 +171,10 @@ class MoeServePolicy:
                 break
             heapq.heappop(heap)
             best, tokens, drafted, harmonic = trial, tokens - 1, drafted - step_draft, harmonic + loss
-            e[i] -= _tail(probs[i], ks[i])
+            e[i] -= chains[i][ks[i] - 1]
             ks[i] -= 1
             if ks[i] > 0:
-                heapq.heappush(heap, (1.0 / (e[i] - _tail(probs[i], ks[i])) - 1.0 / e[i], i))
+                heapq.heappush(heap, (1.0 / (e[i] - chains[i][ks[i] - 1]) - 1.0 / e[i], i))
         return ks, best
 
     def _time(self, ks: list[int], drafting: bool) -> float:
@@ -202,9 +205,10 @@ class MoeServePolicy:
             self.model.refit()
 
 
-def _tail(p: list[float], k: int) -> float:
-    """Π_{j<=k} p_j: the expected tokens the k-th draft adds."""
-    run = 1.0
-    for i in range(k):
+def _chain(p: list[float], depth: int) -> list[float]:
+    """[Π_{j<=i} p_j for i = 1..depth]: what the i-th draft adds to the expected tokens; missing p reuse the last."""
+    out, run = [], 1.0
+    for i in range(depth):
         run *= p[i] if i < len(p) else (p[-1] if p else 0.0)
-    return run
+        out.append(run)
+    return out

@@ -4,6 +4,7 @@ configuration and keeps at most one alive (each is ~2 GB RSS on CPU), so tests g
 from __future__ import annotations
 
 import importlib.util
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -27,31 +28,31 @@ def pytest_collection_modifyitems(config, items):
 
 
 class EnginePool:
-    """One live SGLang server at a time, keyed by its EngineConfig."""
+    """Live SGLang servers keyed by EngineConfig; the least recently used one is stopped beyond `max_live`."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, max_live: int = 2) -> None:
         self._log_dir = log_dir
-        self._stack: ExitStack | None = None
-        self._config: EngineConfig | None = None
-        self._url: str | None = None
+        self._max_live = max_live
+        self._live: OrderedDict[EngineConfig, tuple[ExitStack, str]] = OrderedDict()
         self.starts = 0
 
     def url(self, config: EngineConfig) -> str:
         from moe_sglang.server import running_engine
 
-        if config != self._config:
-            self.close()
-            self._stack = ExitStack()
-            self.starts += 1
-            log = self._log_dir / f"engine-{self.starts}.log"
-            self._url = self._stack.enter_context(running_engine(config, log_path=log))
-            self._config = config
-        return self._url
+        if config in self._live:
+            self._live.move_to_end(config)
+            return self._live[config][1]
+        while len(self._live) >= self._max_live:
+            self._live.popitem(last=False)[1][0].close()
+        stack = ExitStack()
+        self.starts += 1
+        url = stack.enter_context(running_engine(config, log_path=self._log_dir / f"engine-{self.starts}.log"))
+        self._live[config] = (stack, url)
+        return url
 
     def close(self) -> None:
-        if self._stack is not None:
-            self._stack.close()
-        self._stack, self._config, self._url = None, None, None
+        while self._live:
+            self._live.popitem()[1][0].close()
 
 
 @pytest.fixture(scope="session")
@@ -63,9 +64,11 @@ def engine_pool(tmp_path_factory) -> Iterator[EnginePool]:
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """Random checkpoints: one per architecture, plus a Mixtral with other weights as a poor draft."""
+    """Random checkpoints: one per architecture; an echo Mixtral (drafts get accepted, see make_checkpoint) as the
+    speculation target and its own good draft; a Mixtral with other weights as a poor draft."""
     root = tmp_path_factory.mktemp("tiny-models")
     models = {arch: make_checkpoint(root / arch, arch) for arch in ARCHS}
+    models["mixtral-echo"] = make_checkpoint(root / "mixtral-echo", "mixtral", echo=8.0)
     models["mixtral-other"] = make_checkpoint(root / "mixtral-other", "mixtral", seed=1)
     return models
 

@@ -1,5 +1,6 @@
 """Greedy output with NGRAM and STANDALONE speculation (chain and tree) == without speculation, and speculation
-really ran: accepted drafts are seen (meta_info spec_accept_length > 1) on prompts that draft well."""
+really ran: accepted drafts are seen on prompts that draft well. meta_info's spec_accept_length is completion tokens
+per verify step; with every draft rejected it is 48/47 ≈ 1.02 here (the first token comes from prefill)."""
 
 import pytest
 
@@ -16,7 +17,7 @@ REJECTING = random_prompts(3, 10, vocab=300, seed=7)
 @pytest.fixture(scope="module")
 def plain_outputs(tiny_models, engine_pool):
     """Reference outputs of the same model without speculation, keyed by (prompt, length)."""
-    url = engine_pool.url(engine_config(tiny_models["mixtral"]))
+    url = engine_pool.url(engine_config(tiny_models["mixtral-echo"]))
     cases = [(tuple(p), LONG) for p in ACCEPTING] + [(tuple(p), SHORT) for p in REJECTING]
     return {case: generate(url, list(case[0]), case[1], ignore_eos=True)["output_ids"] for case in cases}
 
@@ -34,9 +35,9 @@ SPEC_CASES = {
 def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engine_pool):
     spec = dict(SPEC_CASES[case])
     if spec["algorithm"] == "standalone":
-        draft = "mixtral-other" if case == "standalone-poor-draft" else "mixtral"
+        draft = "mixtral-other" if case == "standalone-poor-draft" else "mixtral-echo"
         spec["draft_model_path"] = str(tiny_models[draft])
-    url = engine_pool.url(engine_config(tiny_models["mixtral"], **spec))
+    url = engine_pool.url(engine_config(tiny_models["mixtral-echo"], **spec))
     accept_lengths = []
     for (prompt, length), expected in plain_outputs.items():
         out = generate(url, list(prompt), length, ignore_eos=True)
@@ -45,6 +46,6 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
         if length == LONG:
             accept_lengths.append(out["meta_info"]["spec_accept_length"])
     if case == "standalone-poor-draft":
-        assert min(accept_lengths) < 1.5, f"a draft with other weights should be rejected mostly: {accept_lengths}"
+        assert min(accept_lengths) < 1.2, f"a draft with other weights should be rejected mostly: {accept_lengths}"
     else:
-        assert max(accept_lengths) > 1.5, f"{case}: drafts were never accepted: {accept_lengths}"
+        assert max(accept_lengths) > 1.2, f"{case}: drafts were hardly accepted: {accept_lengths}"

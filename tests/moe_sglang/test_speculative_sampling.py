@@ -4,9 +4,11 @@ Randomised probability-integral transform: if token x_t is drawn from p_t = soft
 u_t = CDF_t(x_t - 1) + V * p_t(x_t) with V ~ U(0, 1) is exactly uniform and independent across t and requests. We
 pool u over every token produced by verify steps of many seeded requests, compute p_t with transformers, and test
 uniformity with Kolmogorov-Smirnov. A sampler biased towards accepting drafts (or greedy-like) fails it.
-"""
 
-import concurrent.futures
+Requests go one after another: NGRAM's n-gram cache is shared by all requests, so with concurrent requests the
+drafts (and so which random coins decide each token) would depend on how requests interleave. Sequential seeded
+requests make the whole test deterministic.
+"""
 
 import pytest
 
@@ -44,7 +46,7 @@ def pit_values(model_path, samples, temperature, seed=0):
 def test_speculative_sampling_is_lossless(algorithm, tiny_models, engine_pool):
     from scipy import stats
 
-    model = tiny_models["mixtral"]
+    model = tiny_models["mixtral-echo"]
     url = engine_pool.url(engine_config(model, algorithm=algorithm, topk=1, num_draft_tokens=4))
     prompt = REPETITIVE[1]
     sampling = dict(temperature=TEMPERATURE, top_p=1.0, top_k=-1, min_p=0.0, ignore_eos=True)
@@ -53,12 +55,9 @@ def test_speculative_sampling_is_lossless(algorithm, tiny_models, engine_pool):
         out = generate(url, prompt, NEW_TOKENS, sampling_seed=seed, **sampling)
         return out["output_ids"], out["meta_info"]
 
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(one, range(REQUESTS)))
+    results = [one(seed) for seed in range(REQUESTS)]
     accepted = sum(m["spec_accept_length"] for _, m in results) / len(results)
     assert accepted > 1.1, f"speculation hardly accepted anything at T={TEMPERATURE} (mean accept length {accepted})"
-    # same seed -> same output (the statistical test below is therefore deterministic)
-    assert one(3)[0] == results[3][0]
 
     u = pit_values(model, [(prompt, ids) for ids, _ in results], TEMPERATURE)
     ks = stats.kstest(u, "uniform")

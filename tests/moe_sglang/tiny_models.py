@@ -15,6 +15,11 @@ TEXT = (
 
 ARCHS = ("mixtral", "qwen2_moe", "olmoe")
 
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
 
 def make_tokenizer(path: Path, vocab_size: int = 320) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -30,6 +35,8 @@ def make_tokenizer(path: Path, vocab_size: int = 320) -> None:
     )
     tok.train_from_iterator([TEXT], trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+    # A minimal chat template so /v1/chat/completions has something to render.
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(path)
 
 
@@ -68,9 +75,20 @@ def _config(arch: str, vocab_size: int, hidden: int, layers: int, experts: int):
 
 
 def make_checkpoint(
-    path: Path, arch: str = "mixtral", seed: int = 0, hidden: int = 64, layers: int = 2, experts: int = 8
+    path: Path,
+    arch: str = "mixtral",
+    seed: int = 0,
+    hidden: int = 64,
+    layers: int = 2,
+    experts: int = 8,
+    echo: float = 0.0,
 ) -> Path:
-    """Write a random `arch` checkpoint (fp32 safetensors + tokenizer) to `path` and return it."""
+    """Write a random `arch` checkpoint (fp32 safetensors + tokenizer) to `path` and return it.
+
+    echo > 0 makes an "echo" model: the output head is the input embedding and the embedding is scaled by `echo`,
+    so the residual stream favours repeating recent tokens while attention and experts still change the choice.
+    Greedy output then falls into loops now and then, which gives n-gram and self drafts something to accept
+    (a plain random model almost never repeats itself, so every draft would be rejected)."""
     import torch
     import transformers
 
@@ -84,5 +102,8 @@ def make_checkpoint(
         for name, param in model.named_parameters():
             if param.dim() >= 2 and "norm" not in name:
                 param.normal_(0.0, 0.5 / param.shape[-1] ** 0.5 * 4)
+        if echo:
+            model.lm_head.weight.copy_(model.model.embed_tokens.weight * 4)
+            model.model.embed_tokens.weight.mul_(echo)
     model.save_pretrained(path)
     return path

@@ -1,0 +1,45 @@
+"""Shared bench plumbing: result folders, JSON, tables. Benchmarks compare ratios measured in one run (this machine
+is shared and noisy), so each script measures all its variants back to back and reports them side by side."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from pathlib import Path
+
+
+def out_dir(path: str | None, name: str) -> Path:
+    folder = Path(path or Path("bench") / "results" / name)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def machine() -> dict:
+    import os
+
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def write_json(folder: Path, name: str, payload: dict) -> Path:
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
+    return path
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    widths = {c: max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns), "  ".join("-" * widths[c] for c in columns)]
+    lines += ["  ".join(_fmt(r.get(c)).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return "" if value is None else str(value)

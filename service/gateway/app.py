@@ -1,0 +1,69 @@
+"""`create_app(config)`: the gateway's FastAPI app, with every collaborator built here and nothing global."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+
+from service.gateway.body_limit import BodyLimit
+from service.gateway.config import GatewayConfig
+from service.gateway.engine_client import EngineClient
+from service.gateway.errors import install_error_handlers
+from service.gateway.limits import InProcessLimiter, RateLimiter
+from service.gateway.metrics import GatewayMetrics
+from service.gateway.routes import admin, chat, completions, health, models
+from service.gateway.state import GatewayState
+from service.gateway.tenants import TenantRegistry
+
+
+def build_limiter(config: GatewayConfig) -> RateLimiter:
+    if config.limits.redis_url:
+        from service.gateway.limits_redis import RedisLimiter
+
+        return RedisLimiter(config.limits.redis_url, config.limits.key_prefix)
+    return InProcessLimiter()
+
+
+def create_app(
+    config: GatewayConfig,
+    *,
+    limiter: RateLimiter | None = None,
+    engine_transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """The gateway app. `limiter`, `engine_transport` and `clock` are seams for tests; production passes config only."""
+    engine = EngineClient(config.engine, transport=engine_transport)
+    state = GatewayState(
+        config=config,
+        tenants=TenantRegistry(config.tenants),
+        limiter=limiter if limiter is not None else build_limiter(config),
+        engine=engine,
+        metrics=GatewayMetrics(engine.stats),
+        clock=clock,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.close()
+            await state.limiter.close()
+
+    app = FastAPI(
+        title="moe-serve gateway",
+        version="0.1.0",
+        description="OpenAI-compatible multi-tenant front for SGLang engines (issue 5).",
+        lifespan=lifespan,
+    )
+    app.state.gateway = state
+    install_error_handlers(app)
+    for module in (completions, chat, models, health, admin):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    return app

@@ -1,0 +1,60 @@
+"""`moe-serve gateway`: serve the OpenAI-compatible front in front of one or more SGLang servers.
+
+Config is built here, at the edge (flags, then env: REDIS_URL, MOE_SERVE_ADMIN_KEY), and passed down frozen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+
+from service.gateway.config import EngineConfig, GatewayConfig, LimitsConfig
+from service.gateway.tenants import hash_key, load_tenants_file
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine-url", action="append", required=True, help="SGLang server base URL (repeat for replicas)"
+    )
+    parser.add_argument("--tenants", required=True, help="tenants YAML file (see deploy/tenants.example.yaml)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model", action="append", default=[], help="model name served (default: what engines list)")
+    parser.add_argument("--redis-url", default=None, help="shared limits store (default: $REDIS_URL, else in-process)")
+    parser.add_argument("--redis-key-prefix", default="moe_serve:rl")
+    parser.add_argument("--admin-key-sha256", default=None, help="admin key digest (or set $MOE_SERVE_ADMIN_KEY)")
+    parser.add_argument("--max-prompt-tokens", type=int, default=32768)
+    parser.add_argument("--default-max-tokens", type=int, default=256, help="tokens charged when a request sets none")
+    parser.add_argument("--health-interval", type=float, default=5.0, help="seconds between engine health probes")
+    parser.add_argument("--no-forward-priority", action="store_true", help="do not send tenant priority to SGLang")
+    parser.add_argument("--log-level", default="info")
+
+
+def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> GatewayConfig:
+    admin_hash = args.admin_key_sha256
+    if admin_hash is None and env.get("MOE_SERVE_ADMIN_KEY"):
+        admin_hash = hash_key(env["MOE_SERVE_ADMIN_KEY"])
+    return GatewayConfig(
+        engine=EngineConfig(
+            urls=tuple(args.engine_url),
+            health_interval_s=args.health_interval,
+            forward_priority=not args.no_forward_priority,
+        ),
+        tenants=load_tenants_file(args.tenants),
+        admin_key_hash=admin_hash,
+        limits=LimitsConfig(redis_url=args.redis_url or env.get("REDIS_URL") or None, key_prefix=args.redis_key_prefix),
+        models=tuple(args.model),
+        max_prompt_tokens=args.max_prompt_tokens,
+        default_max_tokens=args.default_max_tokens,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.gateway.app import create_app
+
+    config = build_config(args, os.environ)
+    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level=args.log_level)
+    return 0

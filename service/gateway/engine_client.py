@@ -1,0 +1,259 @@
+"""The gateway's only view of the engine: `submit / stream / abort` over SGLang's OpenAI-compatible HTTP API.
+
+Engine API chosen (issue 5, item 3): SGLang's `/v1/completions` and `/v1/chat/completions`, because they take the chat
+template, stop handling and usage accounting on the engine side, so the gateway needs no tokenizer and works with any
+SGLang server. Per-request fields SGLang accepts there and the gateway sets (never the tenant):
+`rid` (our request id, so `/abort_request` can name it), `priority` (tenant priority), `custom_params`
+(`{"moe_serve": hints}`, see hints.py; SGLang copies it into SamplingParams.custom_params where the plugin reads it),
+`return_spec_tokens_details` (speculation stats relayed into our metrics, `sglext` stripped before the client sees it).
+
+A replica that fails (connection error, 5xx, error event) before sending any token sits out `failure_cooldown_s` and the
+request is retried once on each other healthy replica; after the first token a failure reaches the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+
+from service.gateway.config import EngineConfig
+from service.gateway.replicas import Replica, ReplicaStats, pick_replica
+
+logger = logging.getLogger(__name__)
+
+
+class EngineUnavailable(Exception):
+    """No replica could take the request (all down or all at max_outstanding): the gateway answers 503."""
+
+
+class EngineRejected(Exception):
+    """The engine refused the request itself (4xx): no retry, the gateway relays the status and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _ReplicaFailed(Exception):
+    """Internal: this replica failed before any token; try another."""
+
+
+def _error_message(payload: Any, fallback: str) -> str:
+    if isinstance(payload, dict):
+        inner = payload.get("error", payload)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+        if isinstance(inner, str):
+            return inner
+    return fallback
+
+
+def _error_status(payload: dict) -> int:
+    inner = payload.get("error", payload)
+    code = inner.get("code") if isinstance(inner, dict) else None
+    return code if isinstance(code, int) and 400 <= code < 600 else 500
+
+
+class EngineClient:
+    def __init__(self, config: EngineConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        if not config.urls:
+            raise ValueError("engine: at least one replica URL is required")
+        self.config = config
+        self.replicas = [Replica(url.rstrip("/")) for url in config.urls]
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None  # made on first use, inside the serving event loop
+        self._inflight: dict[str, Replica] = {}  # rid -> replica serving it, for abort()
+        self._health_task: asyncio.Task | None = None
+        self.models: tuple[str, ...] = ()  # model ids the replicas list at /v1/models, refreshed by probes
+
+    # ---- lifecycle -------------------------------------------------------------------------------------------
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=self._transport,
+                timeout=httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+            )
+        return self._client
+
+    async def start(self) -> None:
+        await self.probe_all()
+        self._health_task = asyncio.create_task(self._health_loop())
+
+    async def close(self) -> None:
+        if self._health_task is not None:
+            self._health_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health_task
+        self._health_task = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.health_interval_s)
+            await self.probe_all()
+
+    async def probe_all(self) -> None:
+        await asyncio.gather(*(self._probe(r) for r in self.replicas))
+
+    async def _probe(self, replica: Replica) -> None:
+        try:
+            health = await self._http.get(f"{replica.url}/health", timeout=self.config.connect_timeout_s)
+            replica.healthy = health.status_code == 200
+            if replica.healthy and not self.models:
+                listed = await self._http.get(f"{replica.url}/v1/models", timeout=self.config.connect_timeout_s)
+                if listed.status_code == 200:
+                    self.models = tuple(m["id"] for m in listed.json().get("data", []) if "id" in m)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            replica.healthy = False
+
+    def stats(self) -> list[ReplicaStats]:
+        return [ReplicaStats(r.url, r.outstanding, r.healthy, r.served, r.failures) for r in self.replicas]
+
+    def any_healthy(self) -> bool:
+        now = time.monotonic()
+        return any(r.healthy and r.down_until <= now for r in self.replicas)
+
+    # ---- requests --------------------------------------------------------------------------------------------
+    def _pick(self, tried: set[str]) -> Replica:
+        replica = pick_replica(self.replicas, tried, self.config.max_outstanding, time.monotonic())
+        if replica is None:
+            if tried:
+                raise EngineUnavailable("every engine replica failed this request")
+            if self.any_healthy():
+                raise EngineUnavailable("engine overloaded: every replica is at its outstanding-request limit")
+            raise EngineUnavailable("no healthy engine replica")
+        return replica
+
+    def _fail(self, replica: Replica, why: str) -> None:
+        logger.warning("engine replica %s failed before the first token: %s", replica.url, why)
+        replica.failures += 1
+        replica.down_until = time.monotonic() + self.config.failure_cooldown_s
+
+    async def submit(self, path: str, body: dict) -> dict:
+        """One non-streaming call; retried on another replica while no answer came back."""
+        tried: set[str] = set()
+        while True:
+            replica = self._pick(tried)
+            tried.add(replica.url)
+            replica.outstanding += 1
+            replica.served += 1
+            self._inflight[body.get("rid", "")] = replica
+            try:
+                response = await self._http.post(f"{replica.url}{path}", json=body)
+                payload = response.json()
+                if response.status_code >= 500:
+                    raise _ReplicaFailed(f"HTTP {response.status_code}: {_error_message(payload, response.text)}")
+                if response.status_code >= 400:
+                    raise EngineRejected(response.status_code, _error_message(payload, response.text))
+                return payload
+            except (httpx.TransportError, ValueError, _ReplicaFailed) as exc:
+                self._fail(replica, repr(exc))
+            finally:
+                replica.outstanding -= 1
+                self._inflight.pop(body.get("rid", ""), None)
+
+    async def stream(self, path: str, body: dict) -> AsyncIterator[dict]:
+        """SSE events (parsed JSON) of one streaming call, up to but not including `[DONE]`.
+
+        Closing this iterator early (the client went away) closes the engine connection and sends `/abort_request`.
+        """
+        rid = body.get("rid", "")
+        tried: set[str] = set()
+        while True:
+            replica = self._pick(tried)
+            tried.add(replica.url)
+            replica.outstanding += 1
+            replica.served += 1
+            self._inflight[rid] = replica
+            sent_any = False
+            finished = False
+            try:
+                async with self._http.stream("POST", f"{replica.url}{path}", json=body) as response:
+                    if response.status_code >= 400:
+                        raw = await response.aread()
+                        try:
+                            message = _error_message(json.loads(raw), raw.decode(errors="replace"))
+                        except ValueError:
+                            message = raw.decode(errors="replace")
+                        if response.status_code >= 500:
+                            raise _ReplicaFailed(f"HTTP {response.status_code}: {message}")
+                        raise EngineRejected(response.status_code, message)
+                    async for event in _sse_events(response):
+                        if event is None:
+                            finished = True
+                            return
+                        if "error" in event or event.get("object") == "error":
+                            status = _error_status(event)
+                            if sent_any:
+                                finished = True  # the engine ended this request itself
+                                yield event
+                                return
+                            if status >= 500:
+                                raise _ReplicaFailed(f"error event: {_error_message(event, 'engine error')}")
+                            raise EngineRejected(status, _error_message(event, "engine rejected the request"))
+                        sent_any = True
+                        yield event
+                    finished = True
+                    return
+            except EngineRejected:
+                finished = True  # the engine refused it: nothing runs there to abort
+                raise
+            except (httpx.TransportError, _ReplicaFailed) as exc:
+                if sent_any:
+                    finished = True  # the engine already gave up; nothing to abort
+                    raise EngineUnavailable(f"engine replica failed mid-stream: {exc!r}") from exc
+                self._fail(replica, repr(exc))
+                finished = True
+            finally:
+                replica.outstanding -= 1
+                self._inflight.pop(rid, None)
+                if not finished and rid:
+                    # Cancelled or closed early: tell the engine, even inside a cancelled scope.
+                    with anyio.CancelScope(shield=True):
+                        await self._abort_on(replica, rid)
+
+    async def abort(self, rid: str) -> bool:
+        """Abort an in-flight request by rid; False if the gateway does not know it."""
+        replica = self._inflight.get(rid)
+        if replica is None:
+            return False
+        await self._abort_on(replica, rid)
+        return True
+
+    async def _abort_on(self, replica: Replica, rid: str) -> None:
+        try:
+            await self._http.post(
+                f"{replica.url}/abort_request", json={"rid": rid}, timeout=self.config.connect_timeout_s
+            )
+        except httpx.HTTPError as exc:
+            logger.warning("abort of %s on %s failed: %r", rid, replica.url, exc)
+
+
+async def _sse_events(response: httpx.Response) -> AsyncIterator[dict | None]:
+    """`data:` payloads of an SSE stream as dicts; None for `[DONE]`. Non-JSON payloads are skipped."""
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            yield None
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event

@@ -1,0 +1,44 @@
+"""What the gateway tells the engine about each request: the tenant's service level and speculation permissions.
+
+Wire shape (read by the moe-serve SGLang plugin from `req.sampling_params.custom_params["moe_serve"]`):
+
+    "custom_params": {"moe_serve": {"tenant": "acme", "slo_class": "interactive", "ttft_ms": 300.0, "tpot_ms": 50.0,
+                                    "policy": "moe_serve", "allow_lossy_budget": false, "priority": 10}}
+
+One flat level of JSON scalars, because SGLang types custom_params values as scalars, lists of scalars or one-level
+dicts of scalars (sampling_params.CustomParamValue) so they survive its msgpack IPC. A stock SGLang ignores the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.gateway.tenants import Tenant
+
+HINTS_KEY = "moe_serve"
+
+
+def engine_hints(tenant: Tenant) -> dict[str, Any]:
+    return {
+        "tenant": tenant.name,
+        "slo_class": tenant.slo.name,
+        "ttft_ms": tenant.slo.ttft_ms,
+        "tpot_ms": tenant.slo.tpot_ms,
+        "policy": tenant.policy,
+        "allow_lossy_budget": tenant.allow_lossy_budget,
+        "priority": tenant.priority,
+    }
+
+
+def engine_body(user_fields: dict[str, Any], tenant: Tenant, rid: str, *, forward_priority: bool) -> dict[str, Any]:
+    """The JSON sent to SGLang: the user's validated OpenAI fields plus fields only the gateway may set."""
+    body = dict(user_fields)
+    body["rid"] = rid
+    body["custom_params"] = {HINTS_KEY: engine_hints(tenant)}
+    body["return_spec_tokens_details"] = True
+    if forward_priority:
+        body["priority"] = tenant.priority
+    if body.get("stream"):
+        # Usage is needed for TPM accounting and token metrics even when the client did not ask for it.
+        body["stream_options"] = {"include_usage": True}
+    return body

@@ -1,0 +1,41 @@
+"""Engine replica state and the least-outstanding-requests choice (issue 5, item 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Replica:
+    url: str  # base URL of one SGLang HTTP server
+    outstanding: int = 0  # requests, sent and not yet finished
+    healthy: bool = True  # last /health probe (or last request) succeeded
+    served: int = 0  # requests, ever sent here
+    failures: int = 0  # requests, ever failed here before their first token
+    down_until: float = 0.0  # monotonic seconds; after a failed request the replica sits out until then, even if
+    # /health says 200 (SGLang's /health does not run a generation unless told to)
+
+
+@dataclass(frozen=True)
+class ReplicaStats:
+    url: str  # base URL
+    outstanding: int  # requests in flight
+    healthy: bool  # last probe result
+    served: int  # requests sent, total
+    failures: int  # requests failed before a token, total
+
+
+def pick_replica(replicas: list[Replica], exclude: set[str], max_outstanding: int, now: float = 0.0) -> Replica | None:
+    """Healthy, not cooling down at `now`, not excluded, below the cap, fewest outstanding; ties go to the one served
+    least (spreads cold starts).
+
+    Returns None when no replica qualifies (the caller answers 503).
+    """
+    candidates = [
+        r
+        for r in replicas
+        if r.healthy and r.down_until <= now and r.url not in exclude and r.outstanding < max_outstanding
+    ]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda r: (r.outstanding, r.served))

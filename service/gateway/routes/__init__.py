@@ -1,0 +1,1 @@
+"""One router per resource: completions, chat, models, health (+ metrics), admin."""

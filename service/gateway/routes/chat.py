@@ -1,0 +1,18 @@
+"""POST /v1/chat/completions."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from service.gateway.admission import admit
+from service.gateway.deps import StateDep, TenantDep
+from service.gateway.relay import Relay
+from service.gateway.schemas import ChatCompletionRequest
+
+router = APIRouter()
+
+
+@router.post("/v1/chat/completions", tags=["openai"])
+async def create_chat_completion(body: ChatCompletionRequest, tenant: TenantDep, state: StateDep):
+    relay = Relay(state, await admit(state, tenant, body), "/v1/chat/completions", body)
+    return await (relay.stream() if body.stream else relay.complete())

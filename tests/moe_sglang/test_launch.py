@@ -1,0 +1,96 @@
+"""The engine command line and environment built from EngineConfig (no SGLang needed)."""
+
+import pytest
+
+from moe_sglang.launch import EngineConfig, SpeculationConfig, server_argv, server_env
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_cpu_defaults_keep_intel_amx_backend_fp32_and_cpu_env():
+    config = EngineConfig(model_path="/m", device="cpu", port=1234)
+    argv = server_argv(config)
+    assert flag(argv, "--device") == "cpu"
+    assert flag(argv, "--attention-backend") == "intel_amx"
+    assert flag(argv, "--dtype") == "float32"
+    assert flag(argv, "--port") == "1234"
+    assert "--speculative-algorithm" not in argv
+    env = server_env(config, base={"TORCH_COMPILE_DISABLE": "0"})
+    assert env["SGLANG_USE_CPU_ENGINE"] == "1"
+    assert env["TORCH_COMPILE_DISABLE"] == "0", "an explicit user setting wins"
+
+
+def test_gpu_leaves_backends_to_sglang():
+    argv = server_argv(EngineConfig(model_path="/m", device="cuda"))
+    assert "--attention-backend" not in argv and flag(argv, "--device") is None
+    assert "SGLANG_USE_CPU_ENGINE" not in server_env(EngineConfig(device="cuda"), base={})
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            SpeculationConfig("ngram", topk=1, num_draft_tokens=4),
+            {
+                "--speculative-algorithm": "NGRAM",
+                "--speculative-ngram-max-bfs-breadth": "1",
+                "--speculative-num-draft-tokens": "4",
+            },
+        ),
+        (SpeculationConfig("ngram", topk=4, num_draft_tokens=8), {"--speculative-ngram-max-bfs-breadth": "4"}),
+        (
+            SpeculationConfig("standalone", draft_model_path="/d", num_steps=3, topk=2, num_draft_tokens=6),
+            {
+                "--speculative-algorithm": "STANDALONE",
+                "--speculative-draft-model-path": "/d",
+                "--speculative-eagle-topk": "2",
+                "--speculative-num-steps": "3",
+            },
+        ),
+    ],
+)
+def test_speculation_flags(spec, expected):
+    argv = server_argv(EngineConfig(model_path="/m", device="cpu", speculation=spec))
+    for name, value in expected.items():
+        assert flag(argv, name) == value
+
+
+def test_extra_args_are_passed_last_and_unchanged():
+    argv = server_argv(
+        EngineConfig(model_path="/m", device="cpu", extra_args=("--enable-metrics", "--log-level", "debug"))
+    )
+    assert argv[-3:] == ["--enable-metrics", "--log-level", "debug"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(algorithm="eagle9"), dict(algorithm="standalone"), dict(algorithm="ngram", topk=0), dict(num_draft_tokens=0)],
+)
+def test_bad_speculation_config_is_rejected(kwargs):
+    with pytest.raises(ValueError):
+        SpeculationConfig(**kwargs)
+
+
+def test_cli_builds_the_same_config():
+    from service.cli import build_parser
+
+    args = build_parser().parse_args(
+        [
+            "engine",
+            "--model",
+            "/m",
+            "--speculative",
+            "standalone",
+            "--draft-model",
+            "/d",
+            "--spec-topk",
+            "2",
+            "--",
+            "--enable-metrics",
+        ]
+    )
+    config = args._module.engine_config(args)
+    assert config.model_path == "/m" and config.speculation.draft_model_path == "/d" and config.speculation.topk == 2
+    assert config.extra_args == ("--enable-metrics",)

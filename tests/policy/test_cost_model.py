@@ -1,0 +1,110 @@
+import math
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.policy.cost_model import (
+    MoeShape,
+    StepCoefficients,
+    StepTimeModel,
+    expected_experts,
+    routing_events,
+    saturation_tokens,
+    speedup,
+    target_efficiency,
+)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "experts", "top_k", "expected"),
+    [
+        (0, 64, 8, 0.0),
+        (1, 64, 8, 8.0),  # one token: exactly its k experts
+        (2, 8, 2, 8 * (1 - 0.75**2)),  # Mixtral-like: 3.5 experts for 2 tokens
+        (63, 64, 8, 64 * (1 - (56 / 64) ** 63)),  # OLMoE-like, 63 draft tokens: ~64 experts
+        (10, 4, 4, 4.0),  # dense routing: everything always
+    ],
+)
+def test_expected_experts_table(tokens, experts, top_k, expected):
+    assert expected_experts(tokens, experts, top_k) == pytest.approx(expected)
+
+
+@given(st.integers(1, 256), st.integers(1, 128), st.data())
+def test_expected_experts_is_monotone_and_bounded(experts, tokens, data):
+    k = data.draw(st.integers(1, experts))
+    a, b = expected_experts(tokens, experts, k), expected_experts(tokens + 1, experts, k)
+    assert k - 1e-9 <= a <= b <= experts + 1e-9
+
+
+@given(st.integers(2, 256), st.floats(1, 500), st.data())
+def test_routing_events_inverts_expected_experts(experts, events, data):
+    k = data.draw(st.integers(1, experts - 1))
+    n = expected_experts(events, experts, k)
+    if n < experts * (1 - 1e-6):
+        assert routing_events(n, experts, k) == pytest.approx(events, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("experts", "top_k", "tau", "expected"), [(8, 2, 0.95, 11), (64, 8, 0.95, 23), (64, 64, 0.95, 1)]
+)
+def test_saturation_tokens_table(experts, top_k, tau, expected):
+    t = saturation_tokens(experts, top_k, tau)
+    assert t == expected
+    if top_k < experts:
+        assert expected_experts(t, experts, top_k) >= tau * experts > expected_experts(t - 1, experts, top_k)
+
+
+def test_target_efficiency_and_speedup():
+    assert target_efficiency(0.01, 0.02) == 0.5
+    # all 4 tokens accepted, free drafting, verify as cheap as decode: 4x
+    assert speedup(sigma=1.0, gamma=3, t_draft=0.0, t_reject=0.0, t_target_1=0.01, t_target_gamma=0.01) == 4.0
+    # half accepted, verify twice as slow, drafting 10 % of decode per token
+    assert speedup(0.5, 3, 0.001, 0.0, 0.01, 0.02) == pytest.approx(0.5 * 4 / (0.3 + 2.0))
+    with pytest.raises(ValueError):
+        target_efficiency(0.0, 1.0)
+
+
+TRUTH = StepCoefficients(
+    verify_fixed=2e-3, per_token=3e-5, per_expert=4.5e-5, per_draft_step=4e-4, per_draft_token=1e-5, other=5e-4
+)
+
+
+def synthetic_steps(model, truth, affinity, rng, n, noise=0.0):
+    shape = model.shape
+    for _ in range(n):
+        batch = rng.randint(1, 16)
+        ks = [rng.randint(0, 5) for _ in range(batch)]
+        tokens = batch + sum(ks)
+        fresh = batch + sum(ks) * (1 - affinity)
+        unique = [round(expected_experts(fresh, shape.num_experts, shape.top_k))] * shape.num_layers
+        verify = truth.verify_fixed + truth.per_token * tokens + truth.per_expert * sum(unique)
+        draft = truth.per_draft_step * max(ks) + truth.per_draft_token * sum(ks)
+        jitter = 1 + rng.gauss(0, noise)
+        model.add(tokens, batch, unique, max(ks), sum(ks), verify * jitter, draft * jitter, truth.other)
+
+
+@pytest.mark.parametrize(("noise", "rel"), [(0.0, 0.02), (0.02, 0.15)])
+def test_fit_recovers_known_coefficients(noise, rel):
+    prior = StepCoefficients(1e-2, 1e-4, 1e-5, 1e-3, 1e-4, 1e-3)  # deliberately wrong
+    model = StepTimeModel(MoeShape(64, 8, 4), prior, window=400, ridge=1e-6)
+    synthetic_steps(model, TRUTH, affinity=0.4, rng=random.Random(3), n=400, noise=noise)
+    model.refit()
+    for name in ("verify_fixed", "per_token", "per_expert", "per_draft_step", "per_draft_token", "other"):
+        assert getattr(model.coef, name) == pytest.approx(getattr(TRUTH, name), rel=rel), name
+    assert model.affinity == pytest.approx(0.4, abs=0.05)
+
+
+def test_predicted_step_time_uses_fitted_coefficients_and_budget():
+    model = StepTimeModel(MoeShape(64, 8, 4), TRUTH)
+    t = model.step_time(tokens=16, requests=8, draft_steps=1, draft_tokens=8)
+    experts = 4 * expected_experts(16, 64, 8)
+    assert t == pytest.approx(2e-3 + 3e-5 * 16 + 4.5e-5 * experts + 4e-4 + 8e-5 + 5e-4)
+    assert model.experts(16, 8, budget=20) == 4 * 20  # the budget caps each layer
+    assert math.isclose(model.experts(8, 8), 4 * expected_experts(8, 64, 8))
+
+
+def test_bad_shape_is_rejected():
+    with pytest.raises(ValueError):
+        MoeShape(8, 9, 1)

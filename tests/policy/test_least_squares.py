@@ -1,0 +1,47 @@
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.policy.least_squares import fit, fit_scaled, solve
+
+
+def test_solve_small_system():
+    assert solve([[2.0, 1.0], [1.0, 3.0]], [3.0, 5.0]) == pytest.approx([0.8, 1.4])
+
+
+def test_singular_system_is_a_clear_error():
+    with pytest.raises(ValueError, match="singular"):
+        solve([[1.0, 2.0], [2.0, 4.0]], [1.0, 2.0])
+
+
+@given(st.lists(st.floats(-5, 5), min_size=3, max_size=3))
+def test_fit_recovers_exact_coefficients(coef):
+    rng = random.Random(1)
+    rows = [[1.0, rng.uniform(0, 10), rng.uniform(0, 100)] for _ in range(20)]
+    y = [sum(c * x for c, x in zip(coef, r, strict=True)) for r in rows]
+    assert fit(rows, y) == pytest.approx(coef, abs=1e-6)
+
+
+def test_ridge_keeps_unidentified_directions_at_the_prior():
+    rows = [[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]]  # x2 = 2·x1: only c1 + 2·c2 is determined
+    c = fit(rows, [5.0] * 3, ridge=1e-6, prior=[1.0, 2.0])
+    assert c[0] + 2 * c[1] == pytest.approx(5.0, rel=1e-4)
+    assert c == pytest.approx([1.0, 2.0], rel=1e-3)
+
+
+def test_scaled_fit_handles_features_of_very_different_size():
+    rng = random.Random(2)
+    truth = (2e-3, 3e-5, 4e-8)
+    samples = []
+    for _ in range(50):
+        f = [1.0, rng.uniform(1, 200), rng.uniform(1e3, 1e5)]
+        samples.append((f, sum(c * x for c, x in zip(truth, f, strict=True))))
+    assert fit_scaled(samples, prior=(0.0, 0.0, 0.0), ridge=1e-9) == pytest.approx(truth, rel=1e-4)
+
+
+@pytest.mark.parametrize(("rows", "targets"), [([], []), ([[1.0]], [1.0, 2.0]), ([[1.0], [1.0, 2.0]], [1.0, 2.0])])
+def test_bad_shapes_are_rejected(rows, targets):
+    with pytest.raises(ValueError):
+        fit(rows, targets)

@@ -1,0 +1,104 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.policy.base import plan
+from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
+from service.policy.types import BatchView, RequestView
+from tests.policy.helpers import batch, stats
+
+
+def trained(n, p_accept, **kw):
+    """A policy whose acceptance estimates for r0..r{n-1} are p_accept at every position (cost model = prior)."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=p_accept, **kw)
+    for i in range(n):
+        policy.accept.get(f"r{i}")
+    return policy
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "p_accept", "speculates"),
+    [
+        (1, 0.5, False),  # sparse MoE, one request: every draft loads ~7 new experts per layer
+        (1, 0.95, True),  # ... unless the drafts are almost always right
+        (32, 0.5, True),  # moderate batch: experts already loaded, drafts are nearly free
+        (32, 0.02, False),  # but never when drafts are always rejected (U_r < 1)
+    ],
+)
+def test_batch_awareness_table(batch_size, p_accept, speculates):
+    d = trained(batch_size, p_accept).decide(batch(batch_size))
+    assert (sum(r.k for r in d.requests) > 0) == speculates
+
+
+def test_speculates_more_at_moderate_batch_than_at_small_batch():
+    small = trained(2, 0.8).decide(batch(2))
+    moderate = trained(24, 0.8).decide(batch(24))
+    mean = lambda d: sum(r.k for r in d.requests) / len(d.requests)  # noqa: E731
+    assert mean(moderate) > mean(small)
+
+
+@pytest.mark.parametrize("batch_size", [8, 16])
+def test_requests_with_hopeless_drafts_get_the_shortest_drafts(batch_size):
+    policy = trained(batch_size, 0.9)
+    for _ in range(40):  # r0 and r1 never get a draft accepted
+        for rid in ("r0", "r1"):
+            policy.accept.update(rid, 3, 0)
+    ks = [r.k for r in policy.decide(batch(batch_size)).requests]
+    assert max(ks[:2]) < min(ks[2:])
+    assert max(ks[:2]) <= 1  # at most one nearly free draft once the experts are all loaded anyway
+
+
+def test_probe_interval_doubles_while_probes_do_not_pay():
+    policy = trained(1, 0.0, probe_every=4, max_probe_every=64)
+    probes = []
+    for step in range(200):
+        d = policy.decide(batch(1))
+        k = d.requests[0].k
+        if k:
+            probes.append(step)
+        policy.observe(stats([k], [0], 0.01))
+    gaps = [b - a for a, b in zip(probes, probes[1:], strict=False)]
+    assert probes[0] == 3
+    assert gaps[:4] == [8, 16, 32, 64] and set(gaps[4:]) <= {64}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 24),
+    p_accept=st.floats(0.0, 1.0),
+    tpot=st.floats(5e-3, 0.2),
+    max_k=st.integers(0, 7),
+)
+def test_slo_cap_is_never_exceeded_by_the_chosen_configuration(n, p_accept, tpot, max_k):
+    policy = trained(n, p_accept, probe_every=1)
+    b = batch(n, max_k=max_k, tpot_s=tpot)
+    for _ in range(3):  # probes included
+        ks = [r.k for r in policy.decide(b).requests]
+        assert all(0 <= k <= max_k for k in ks)
+        assert policy._time(ks, drafting=True) <= tpot or sum(ks) == 0
+
+
+def test_trim_verifies_less_of_a_low_confidence_draft():
+    policy = trained(2, 0.9)
+    views = (
+        RequestView("r0", draft_confidences=(0.95, 0.95, 0.95)),
+        RequestView("r1", draft_confidences=(0.9, 0.01, 0.01)),
+    )
+    b = BatchView(0.0, views, 7)
+    d = policy.trim(b, plan(b, [3, 3]))
+    assert d.requests[1].verify_len <= 1 < d.requests[0].verify_len
+
+
+def test_expert_budget_is_passed_per_layer_and_checked():
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=4, expert_budget=32)
+    assert policy.decide(batch(2)).expert_budget == (32, 32, 32, 32)
+    with pytest.raises(ValueError, match="expert budget"):
+        MoeServePolicy(num_experts=64, top_k=8, expert_budget=4)
+
+
+def test_cost_model_learns_from_observed_steps():
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=4, refit_every=1)
+    assert policy.model.coef == DEFAULT_PRIOR
+    for i in range(20):
+        policy.observe(stats([i % 3] * 4, [0] * 4, 0.02 + 0.001 * (i % 3), unique=(30 + i % 3,) * 4))
+    assert policy.model.coef != DEFAULT_PRIOR
