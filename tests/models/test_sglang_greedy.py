@@ -1,7 +1,8 @@
 """Issue 3 'must show': the shipped checkpoint, and its inflated copy, give transformers' greedy output in SGLang on CPU.
 
 Needs the real engine (marker `sglang`); runs with SGLang's plain CPU path. Without the project's CPU ops
-(the engine issue) SGLang 0.5.23 returned token 0 for every position here (measured 2026-11-22), so this test is the
+(the engine issue) SGLang 0.5.23 with attention_backend="torch_native" returned token 0 at every position
+(measured 2026-11-22), so this test is the
 acceptance check for that integration.
 """
 
