@@ -13,6 +13,8 @@ class EngineConfig:
     connect_timeout_s: float = 5.0  # seconds to open a connection to a replica
     read_timeout_s: float = 600.0  # seconds without a byte from the engine before giving up
     health_interval_s: float = 5.0  # seconds between /health probes of each replica
+    health_timeout_s: float = 10.0  # seconds a /health probe may take
+    slow_probes_before_unhealthy: int = 2  # consecutive timed-out probes that mark a replica unhealthy
     failure_cooldown_s: float = 5.0  # seconds a replica is skipped after a request failed on it before any token
     max_outstanding: int = 1024  # requests in flight per replica before the gateway answers 503
     forward_priority: bool = True  # send the tenant's priority as SGLang's `priority` (ignored unless the engine

@@ -110,12 +110,18 @@ class EngineClient:
 
     async def _probe(self, replica: Replica) -> None:
         try:
-            health = await self._http.get(f"{replica.url}/health", timeout=self.config.connect_timeout_s)
+            health = await self._http.get(f"{replica.url}/health", timeout=self.config.health_timeout_s)
             replica.healthy = health.status_code == 200
+            replica.slow_probes = 0
             if replica.healthy and not self.models:
                 listed = await self._http.get(f"{replica.url}/v1/models", timeout=self.config.connect_timeout_s)
                 if listed.status_code == 200:
                     self.models = tuple(m["id"] for m in listed.json().get("data", []) if "id" in m)
+        except httpx.TimeoutException:
+            # A replica that answers slowly is busy, not down (a CPU engine under load can take seconds to answer
+            # /health): it is taken out only after consecutive timeouts. A refusal or an error status counts at once.
+            replica.slow_probes += 1
+            replica.healthy = replica.slow_probes < self.config.slow_probes_before_unhealthy
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             replica.healthy = False
 

@@ -10,6 +10,7 @@ class Replica:
     url: str  # base URL of one SGLang HTTP server
     outstanding: int = 0  # requests, sent and not yet finished
     healthy: bool = True  # last /health probe (or last request) succeeded
+    slow_probes: int = 0  # consecutive /health probes that timed out
     served: int = 0  # requests, ever sent here
     failures: int = 0  # requests, ever failed here before their first token
     down_until: float = 0.0  # monotonic seconds; after a failed request the replica sits out until then, even if

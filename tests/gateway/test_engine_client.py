@@ -154,3 +154,30 @@ def test_refused_stream_is_not_aborted(gateway, fresh_engine):
     body = {"model": "tiny-moe", "prompt": "hi", "max_tokens": 3, "stream": True}
     assert httpx.post(gateway + "/v1/completions", json=body, headers=AUTH).status_code == 400
     assert fresh_engine[1].aborts == []
+
+
+def test_slow_health_probe_takes_a_replica_out_only_after_consecutive_timeouts():
+    from service.gateway.config import EngineConfig
+    from service.gateway.engine_client import EngineClient
+
+    answers = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if answers.pop(0) == "timeout":
+            raise httpx.ReadTimeout("slow", request=request)
+        return httpx.Response(200, json={"data": [{"id": "m"}]})
+
+    client = EngineClient(EngineConfig(urls=("http://engine",)), transport=httpx.MockTransport(handler))
+
+    async def probe(*results):
+        answers.extend(results)
+        await client.probe_all()
+        return client.replicas[0].healthy
+
+    async def scenario():
+        assert await probe("timeout")  # one slow answer: still in
+        assert not await probe("timeout")  # two in a row: out
+        assert await probe("ok", "ok")  # an answer (health + models) brings it back and resets the count
+        assert await probe("timeout")
+
+    asyncio.run(scenario())
