@@ -4,7 +4,13 @@ Markers: `sglang` tests need the real SGLang engine (installed by scripts/setup.
 skipped where there is none.
 """
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from tests.engine import HAVE_SGLANG, EnginePool
+from tests.moe_sglang.tiny_models import ARCHS, make_checkpoint
 
 
 def _has_cuda() -> bool:
@@ -16,9 +22,29 @@ def _has_cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    if _has_cuda():
-        return
     skip_gpu = pytest.mark.skip(reason="needs CUDA")
+    skip_sglang = pytest.mark.skip(reason="SGLang is not installed (run scripts/setup.sh)")
+    has_cuda = _has_cuda()
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
+        if "sglang" in item.keywords and not HAVE_SGLANG:
+            item.add_marker(skip_sglang)
+
+
+@pytest.fixture(scope="session")
+def engine_pool(tmp_path_factory) -> Iterator[EnginePool]:
+    pool = EnginePool(tmp_path_factory.mktemp("engine-logs"))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """Random checkpoints: one per architecture; an echo Mixtral (drafts get accepted, see make_checkpoint) as the
+    speculation target and its own good draft; a Mixtral with other weights as a poor draft."""
+    root = tmp_path_factory.mktemp("tiny-models")
+    models = {arch: make_checkpoint(root / arch, arch) for arch in ARCHS}
+    models["mixtral-echo"] = make_checkpoint(root / "mixtral-echo", "mixtral", echo=8.0)
+    models["mixtral-other"] = make_checkpoint(root / "mixtral-other", "mixtral", seed=1)
+    return models

@@ -42,7 +42,7 @@ def _wait_for(condition, timeout_s: float = 30.0) -> None:
 @pytest.fixture(scope="module")
 def scraped(engine_pool, tiny_models) -> str:
     pytest.importorskip("sglang", reason="SGLang is not installed (run scripts/setup.sh)")
-    from tests.moe_sglang.conftest import engine_config
+    from tests.engine import engine_config
 
     config = engine_config(tiny_models["mixtral"], algorithm="ngram", topk=1, num_draft_tokens=4)
     url = engine_pool.url(replace(config, extra_args=("--enable-metrics",)))

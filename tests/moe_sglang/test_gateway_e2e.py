@@ -2,9 +2,9 @@
 
 import pytest
 
+from tests.engine import engine_config
 from tests.gateway.conftest import KEY, gateway_config
 from tests.gateway.servers import serve
-from tests.moe_sglang.conftest import engine_config
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 

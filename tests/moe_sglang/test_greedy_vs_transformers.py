@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.moe_sglang.conftest import engine_config, generate
+from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]

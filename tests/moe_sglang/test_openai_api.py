@@ -6,7 +6,7 @@ import json
 import httpx
 import pytest
 
-from tests.moe_sglang.conftest import engine_config
+from tests.engine import engine_config
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 

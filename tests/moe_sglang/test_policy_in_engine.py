@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from moe_sglang import metrics as names
-from tests.moe_sglang.conftest import engine_config, generate
+from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE
 from tests.moe_sglang.test_greedy_vs_transformers import transformers_greedy
 

@@ -4,7 +4,7 @@ per verify step; with every draft rejected it is 48/47 ≈ 1.02 here (the first 
 
 import pytest
 
-from tests.moe_sglang.conftest import engine_config, generate
+from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]

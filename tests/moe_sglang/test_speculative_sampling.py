@@ -12,7 +12,7 @@ requests make the whole test deterministic.
 
 import pytest
 
-from tests.moe_sglang.conftest import engine_config, generate
+from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]

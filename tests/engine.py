@@ -1,30 +1,18 @@
-"""Real-SGLang fixtures: tiny checkpoints made once per session, and an engine pool that runs one SGLang server per
-configuration and keeps at most one alive (each is ~2 GB RSS on CPU), so tests grouped by configuration share it."""
+"""Real-SGLang helpers shared by every test package: an engine pool that runs one SGLang server per configuration
+(fixture `engine_pool` in tests/conftest.py) and small request helpers."""
 
 from __future__ import annotations
 
 import importlib.util
 from collections import OrderedDict
-from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-import pytest
 
 from moe_sglang.launch import EngineConfig, SpeculationConfig
-from tests.moe_sglang.tiny_models import ARCHS, make_checkpoint
 
 HAVE_SGLANG = importlib.util.find_spec("sglang") is not None
-
-
-def pytest_collection_modifyitems(config, items):
-    if HAVE_SGLANG:
-        return
-    skip = pytest.mark.skip(reason="SGLang is not installed (run scripts/setup.sh)")
-    for item in items:
-        if "sglang" in item.keywords:
-            item.add_marker(skip)
 
 
 class EnginePool:
@@ -53,24 +41,6 @@ class EnginePool:
     def close(self) -> None:
         while self._live:
             self._live.popitem()[1][0].close()
-
-
-@pytest.fixture(scope="session")
-def engine_pool(tmp_path_factory) -> Iterator[EnginePool]:
-    pool = EnginePool(tmp_path_factory.mktemp("engine-logs"))
-    yield pool
-    pool.close()
-
-
-@pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """Random checkpoints: one per architecture; an echo Mixtral (drafts get accepted, see make_checkpoint) as the
-    speculation target and its own good draft; a Mixtral with other weights as a poor draft."""
-    root = tmp_path_factory.mktemp("tiny-models")
-    models = {arch: make_checkpoint(root / arch, arch) for arch in ARCHS}
-    models["mixtral-echo"] = make_checkpoint(root / "mixtral-echo", "mixtral", echo=8.0)
-    models["mixtral-other"] = make_checkpoint(root / "mixtral-other", "mixtral", seed=1)
-    return models
 
 
 def engine_config(model: Path, **spec) -> EngineConfig:
