@@ -21,8 +21,8 @@ SPEC_OFF = "moe_serve:spec_off_request_steps"
 #   / sum by (policy, position) (rate(moe_serve:spec_proposed_at_position_total[5m]))   -- acceptance per position
 ACCEPTED_AT = "moe_serve:spec_accepted_at_position"
 PROPOSED_AT = "moe_serve:spec_proposed_at_position"
-# histogram_quantile(0.5, sum by (le, policy) (rate(moe_serve:spec_accept_length_bucket[5m])))   -- tokens per step
-ACCEPT_LENGTH = "moe_serve:spec_accept_length"
+# histogram_quantile(0.5, sum by (le, policy) (rate(moe_serve:spec_step_accept_length_bucket[5m])))   -- tokens per step
+ACCEPT_LENGTH = "moe_serve:spec_step_accept_length"  # the gateway's spec_accept_length is per request
 # histogram_quantile(0.5, sum by (le, policy) (rate(moe_serve:spec_utility_bucket[5m])))
 #   utility of a step for a policy's requests = tokens emitted / tokens verified (1 = no verify work wasted)
 UTILITY = "moe_serve:spec_utility"

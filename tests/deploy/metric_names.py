@@ -54,8 +54,6 @@ ENGINE = frozenset(
 )
 
 # moe_sglang/metrics.py (issue 8): the speculation-policy plugin's series on the engine's /metrics.
-# `moe_serve:spec_accept_length` is also a gateway name (per request there, per request-step here): dashboards select
-# it by job.
 ENGINE_PLUGIN = frozenset(
     {
         "moe_serve:spec_k_chosen_bucket",
@@ -63,7 +61,7 @@ ENGINE_PLUGIN = frozenset(
         "moe_serve:spec_off_request_steps_total",
         "moe_serve:spec_accepted_at_position_total",
         "moe_serve:spec_proposed_at_position_total",
-        "moe_serve:spec_accept_length_bucket",
+        "moe_serve:spec_step_accept_length_bucket",
         "moe_serve:spec_utility_bucket",
         "moe_serve:spec_step_seconds_sum",
         "moe_serve:spec_step_seconds_count",
