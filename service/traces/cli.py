@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overlay-shift", type=float, default=1.0, help="seconds between overlaid copies")
     parser.add_argument("--context-len", type=int, help="the model's context length; longer requests are fitted")
     parser.add_argument("--context-mode", default="clip", choices=["clip", "skip"])
+    parser.add_argument(
+        "--max-output-tokens", type=int, default=None, help="cap outputs (applied before fitting the context)"
+    )
     parser.add_argument("--failed", default="drop", choices=["drop", "one-token"], help="BurstGPT failed rows")
     parser.add_argument("--max-requests", type=int, help="replay only the first N requests after the transforms")
     parser.add_argument("--slo-ttft-ms", type=float)
@@ -58,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         s = sched.overlay(s, args.overlay, args.overlay_shift)
     if args.time_scale != 1.0:
         s = sched.compress(s, args.time_scale)
+    if args.max_output_tokens:
+        s, capped = sched.cap_output(s, args.max_output_tokens)
+        print(f"output capped at {args.max_output_tokens} tokens for {capped} request(s)")
     fit = None
     if args.context_len:
         s, fit = sched.fit_context(s, args.context_len, args.context_mode)

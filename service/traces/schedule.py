@@ -116,6 +116,18 @@ def fit_context(
     return fitted, ContextFit(clipped=clipped, skipped=skipped, context_tokens=context_tokens)
 
 
+def cap_output(schedule: Schedule, max_output_tokens: int) -> tuple[Schedule, int]:
+    """Cap every request's output at `max_output_tokens`; returns the schedule and how many were capped.
+
+    For models whose context is shorter than the trace's outputs (the bundled model has 256 tokens, Mooncake's median
+    output is 350): without it, fitting the context would have to skip most requests. Arrival times are kept."""
+    if max_output_tokens < 1:
+        raise ValueError(f"max output tokens must be >= 1, got {max_output_tokens}")
+    capped = sum(r.output_tokens > max_output_tokens for r in schedule.requests)
+    requests = tuple(replace(r, output_tokens=min(r.output_tokens, max_output_tokens)) for r in schedule.requests)
+    return Schedule(requests, f"{schedule.source}/out{max_output_tokens}"), capped
+
+
 def failed_requests(schedule: Schedule, mode: Literal["drop", "one-token"]) -> Schedule:
     """Requests that failed in the trace (output 0, BurstGPT) are dropped, or replayed as 1-token requests."""
     if mode == "drop":

@@ -151,3 +151,20 @@ def test_parse_window():
 def test_unsorted_schedule_is_rejected():
     with pytest.raises(ValueError, match="not sorted"):
         Schedule((TraceRequest(1.0, 1, 1, (0,)), TraceRequest(0.0, 1, 1, (1,))), "synthetic")
+
+
+def test_cap_output_caps_only_longer_outputs_and_keeps_arrivals():
+    from service.traces.schedule import cap_output
+
+    s = Schedule(
+        tuple(
+            TraceRequest(arrival_s=t, input_tokens=10, output_tokens=o, prefix_blocks=(), session=None)
+            for t, o in [(0.0, 5), (1.0, 50), (2.5, 8)]
+        ),
+        "synthetic",
+    )
+    capped, count = cap_output(s, 8)
+    assert [r.output_tokens for r in capped.requests] == [5, 8, 8] and count == 1
+    assert [r.arrival_s for r in capped.requests] == [0.0, 1.0, 2.5]
+    with pytest.raises(ValueError):
+        cap_output(s, 0)
