@@ -31,6 +31,12 @@ ACME = Tenant(
 SLOW = Tenant(name="slow", key_hashes=(hash_key(OTHER_KEY),), rpm=2, tpm=1000)
 
 
+def real_engine_gateway_config(engine_url: str) -> GatewayConfig:
+    """For tests against a real SGLang server: its own model list and the default (production) engine timeouts,
+    since a CPU engine on a loaded CI machine can take seconds per token."""
+    return gateway_config((engine_url,), engine=EngineConfig(urls=(engine_url,)), models=(), max_prompt_tokens=32768)
+
+
 def gateway_config(engine_urls: tuple[str, ...], **overrides) -> GatewayConfig:
     config = GatewayConfig(
         engine=EngineConfig(urls=engine_urls, health_interval_s=0.2, connect_timeout_s=1.0, read_timeout_s=10.0),

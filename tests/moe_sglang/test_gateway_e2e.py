@@ -3,7 +3,7 @@
 import pytest
 
 from tests.engine import engine_config
-from tests.gateway.conftest import KEY, gateway_config
+from tests.gateway.conftest import KEY, real_engine_gateway_config
 from tests.gateway.servers import serve
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
@@ -16,7 +16,7 @@ def gateway_url(tiny_models, engine_pool):
     engine_url = engine_pool.url(
         engine_config(tiny_models["mixtral-echo"], algorithm="ngram", topk=1, num_draft_tokens=4)
     )
-    with serve(create_app(gateway_config((engine_url,)))) as url:
+    with serve(create_app(real_engine_gateway_config(engine_url))) as url:
         yield url
 
 

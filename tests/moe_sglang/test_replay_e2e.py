@@ -11,7 +11,7 @@ import pytest
 
 from service.cli import main as moe_serve
 from tests.engine import engine_config
-from tests.gateway.conftest import KEY, gateway_config
+from tests.gateway.conftest import KEY, real_engine_gateway_config
 from tests.gateway.servers import serve
 from tests.models.test_assets import TARGET
 
@@ -28,7 +28,7 @@ def test_mooncake_window_through_gateway_and_engine(engine_pool, tmp_path):
 
     engine_url = engine_pool.url(engine_config(TARGET, algorithm="ngram", topk=1, num_draft_tokens=4))
     out = tmp_path / "report"
-    with serve(create_app(gateway_config((engine_url,)))) as gateway:
+    with serve(create_app(real_engine_gateway_config(engine_url))) as gateway:
         argv = ["replay", str(TRACE), "--url", gateway, "--model", "moe-tiny", "--tokenizer", str(TARGET)]
         argv += ["--window", "0:60", "--thin", "0.1", "--max-output-tokens", "16", "--context-len", "256"]
         argv += [
