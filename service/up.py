@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 from pathlib import Path
 
 from moe_sglang.cli import add_engine_arguments, engine_config
@@ -30,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
     from service.gateway.config import EngineConfig, GatewayConfig, LimitsConfig
     from service.gateway.tenants import load_tenants_file
 
+    # SIGTERM (docker stop, kill) must unwind the `with` below so the engine's process group is stopped too; uvicorn
+    # installs its own handlers while it serves and restores this one after.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     engine = engine_config(args)
     print(f"moe-serve: starting the SGLang engine on {engine.host}:{engine.port} ({engine.model_path})", flush=True)
     with running_engine(engine, timeout=args.engine_start_timeout) as engine_url:
