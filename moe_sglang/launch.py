@@ -68,6 +68,9 @@ def server_argv(config: EngineConfig) -> list[str]:
         argv += ["--device", "cpu", "--attention-backend", "intel_amx"]
         argv += ["--dtype", config.dtype or "float32"]
         argv += ["--max-total-tokens", str(config.max_total_tokens or 65536)]
+        # Without it an idle scheduler busy-polls its sockets and burns a whole core: on a laptop, a CI box or a
+        # test session holding engines between tests, that starves everything else.
+        argv += ["--sleep-on-idle"]
     else:
         argv += ["--dtype", config.dtype or "auto"]
         if config.max_total_tokens:

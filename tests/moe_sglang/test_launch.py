@@ -17,6 +17,7 @@ def test_cpu_defaults_keep_intel_amx_backend_fp32_and_cpu_env():
     assert flag(argv, "--dtype") == "float32"
     assert flag(argv, "--port") == "1234"
     assert "--speculative-algorithm" not in argv
+    assert "--sleep-on-idle" in argv, "an idle CPU engine must not spin a core"
     env = server_env(config, base={"TORCH_COMPILE_DISABLE": "0"})
     assert env["SGLANG_USE_CPU_ENGINE"] == "1"
     assert env["TORCH_COMPILE_DISABLE"] == "0", "an explicit user setting wins"
