@@ -11,6 +11,14 @@ REQUIRED = (
     ("sglang.srt.runtime_context", "override_platform"),  # keep the intel_amx backend on CPU (plugin.py)
     ("sglang.srt.plugins.hook_registry", "HookRegistry"),  # per-request policy hooks
     ("sglang.srt.layers.attention.intel_amx_backend", "IntelAMXAttnBackend"),  # CPU attention incl. target-verify
+    # per-request speculation (spec_hooks.py): the step, verify, draft and routing functions it wraps
+    ("sglang.srt.speculative.ngram_worker", "NGRAMWorker"),
+    ("sglang.srt.speculative.ngram_worker", "eagle_sample"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EAGLEWorkerV2"),
+    ("sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker"),
+    ("sglang.srt.speculative.eagle_worker_common", "eagle_sample"),
+    ("sglang.srt.managers.tp_worker", "TpModelWorker"),
+    ("sglang.srt.layers.moe.topk", "TopK"),
 )
 
 

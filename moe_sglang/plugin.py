@@ -13,7 +13,8 @@ scheduler process. On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it:
 3. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version.
 4. makes sampled speculative verification lossless on CPU (see sampled_verify.py).
 
-On CUDA machines it does nothing here: SGLang's own kernels and FlashInfer are used. SGLang logs and swallows plugin
+On every device it installs the per-request speculation hooks (spec_hooks.py: policies, K_i per request, expert
+budget in verify, step stats and metrics; issue 8). Otherwise on CUDA machines it does nothing: SGLang's own kernels and FlashInfer are used. SGLang logs and swallows plugin
 exceptions, so failures are also recorded in `PluginState` and re-raised where our launcher checks them.
 """
 
@@ -32,6 +33,8 @@ class PluginState:
     cpu_ops: list[str] = field(default_factory=list)  # sgl_kernel ops registered by us in this process
     platform_override: bool = False  # has_amx overridden in this process
     sampled_verify: list[str] = field(default_factory=list)  # eagle_utils names given torch versions
+    spec_hooks: list[str] = field(default_factory=list)  # SGLang targets wrapped for per-request speculation
+    runtime: object | None = None  # spec_step.SpecRuntime of this process
 
 
 STATE = PluginState()  # per process by nature: SGLang loads plugins once per process
@@ -47,8 +50,14 @@ def load() -> None:
     check_sglang()
     if cpu_engine():
         _load_cpu()
+    _load_spec_hooks()
     STATE.loaded = True
-    logger.info("moe-serve plugin loaded (cpu=%s, ops=%d)", cpu_engine(), len(STATE.cpu_ops))
+    logger.info(
+        "moe-serve plugin loaded (cpu=%s, ops=%d, spec hooks=%d)",
+        cpu_engine(),
+        len(STATE.cpu_ops),
+        len(STATE.spec_hooks),
+    )
 
 
 def _load_cpu() -> None:
@@ -63,6 +72,19 @@ def _load_cpu() -> None:
     if not STATE.platform_override:
         override_platform(has_amx=True).install()
         STATE.platform_override = True
+
+
+def _load_spec_hooks() -> None:
+    from moe_sglang import spec_hooks
+    from moe_sglang.hints import NO_HINT_POLICY_ENV, NO_POLICY
+    from moe_sglang.spec_step import SpecRuntime
+
+    if STATE.runtime is None:
+        STATE.runtime = SpecRuntime(
+            budget_mode=spec_hooks.budget_mode_from_env(),
+            no_hint_policy=os.environ.get(NO_HINT_POLICY_ENV) or NO_POLICY,
+        )
+        STATE.spec_hooks = spec_hooks.install(STATE.runtime)
 
 
 # SGLang functions that exist only as Triton kernels, replaced on CPU by their torch versions. The targets are the

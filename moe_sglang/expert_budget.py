@@ -1,0 +1,113 @@
+"""MoE-Spec's expert budget in the verify forward only, and the count of experts each verify forward touches.
+
+Wraps SGLang's `TopK` routing (hook in spec_hooks.py). Outside a verify forward it passes the routing through, so
+prefill, plain decode and the draft model are never affected. Inside one, per MoE layer:
+- it records which experts the routing picked (`wanted`) and which the MoE then computes (`touched`), as [E] bool
+  tensors on the routing's device, so counting costs no host sync per layer (one `.tolist()` at the end of the step);
+- with a budget B (from the policies, see policies.StepPlan) it keeps the B experts with the largest router
+  probability summed over the verify tokens that can still be accepted (a request's drafts deeper than its K_i
+  never can, so they do not vote) (`service.kernels.moe_ref.select_budget_experts`) and either
+  *truncates* (dropped slots get weight 0) or *substitutes* (each token takes its best in-budget experts).
+
+A truncated slot must not be computed. SGLang's GPU MoE skips id -1; its CPU MoE (`moe_forward_native`) cannot take
+-1, so on CPU a dropped slot is pointed at another in-budget expert of the token with weight 0: same output, and only
+in-budget experts run (see _redirect_dropped). B is raised to at least top_k. Substitution needs plain softmax routing (no grouped top-k, no correction bias); otherwise
+the layer falls back to truncation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from service.kernels.moe_ref import apply_budget_substitution, apply_budget_truncation, select_budget_experts
+
+BUDGET_MODES = ("truncation", "substitution")
+
+
+@dataclass
+class VerifyExperts:
+    """Routing seen during one verify forward, per MoE layer id."""
+
+    budget: tuple[int, ...] | None = None  # [num_layers] experts kept per layer; None = no budget
+    mode: str = "truncation"  # one of BUDGET_MODES
+    token_weights: torch.Tensor | None = None  # [T] 1 for verify tokens that can be accepted (depth <= K_i), else 0
+    wanted: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, picked by the router
+    touched: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, computed by the MoE
+
+    def counts(self) -> tuple[tuple[int, ...], int]:
+        """(unique experts touched per layer in layer order, experts dropped by the budget over all layers)."""
+        if not self.touched:
+            return (), 0
+        layers = sorted(self.touched)
+        touched = torch.stack([self.touched[i] for i in layers])[:, 1:]  # [L, E]
+        wanted = torch.stack([self.wanted[i] for i in layers])[:, 1:]  # [L, E]
+        unique = touched.sum(dim=1).tolist()
+        dropped = int((wanted & ~touched).sum())
+        return tuple(int(u) for u in unique), dropped
+
+
+def route_in_verify(
+    scope: VerifyExperts,
+    layer_id: int,
+    topk_weights: torch.Tensor,  # [T, k] router weights of the chosen experts
+    topk_ids: torch.Tensor,  # [T, k] chosen experts
+    router_logits: torch.Tensor,  # [T, E]
+    *,
+    renormalize: bool,  # the model's router rescales the kept weights to sum to 1
+    plain_softmax: bool,  # routing is softmax top-k without groups or bias (substitution is exact then)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (weights, ids) the MoE should compute for this verify layer, recording what was wanted and touched."""
+    num_experts = router_logits.shape[-1]
+    scope.wanted[layer_id] = _experts_mask(topk_ids, num_experts, scope.wanted.get(layer_id))
+    budget = _layer_budget(scope.budget, layer_id, num_experts, topk_ids.shape[1])
+    if budget is not None and topk_ids.shape[0] > 0:
+        probs = torch.softmax(router_logits.float(), dim=-1)  # [T, E]
+        weights = scope.token_weights
+        if weights is not None and weights.shape[0] != probs.shape[0]:
+            weights = None  # padded batch: rank over every token
+        mask = select_budget_experts(probs, budget, token_weights=weights)  # [E]
+        k = topk_ids.shape[1]
+        if scope.mode == "substitution" and plain_softmax and k <= budget:
+            ids, weights = apply_budget_substitution(router_logits, mask, k, renormalize=renormalize)
+        else:
+            ids, weights = apply_budget_truncation(topk_ids.long(), topk_weights.float(), mask, renormalize=renormalize)
+            ids = _redirect_dropped(ids, mask, probs)
+        topk_ids, topk_weights = ids.to(topk_ids.dtype), weights.to(topk_weights.dtype)
+    scope.touched[layer_id] = _experts_mask(topk_ids, num_experts, scope.touched.get(layer_id))
+    return topk_weights, topk_ids
+
+
+def _layer_budget(budget: tuple[int, ...] | None, layer_id: int, num_experts: int, top_k: int) -> int | None:
+    """B for this layer, at least top_k (MoE-Spec's range; each token then keeps k distinct experts); None = all."""
+    if budget is None:
+        return None
+    b = budget[layer_id] if layer_id < len(budget) else budget[-1]
+    return None if b >= num_experts else max(b, top_k)
+
+
+def _redirect_dropped(ids: torch.Tensor, mask: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Point every out-of-budget slot (weight already 0) at an in-budget expert not yet in the token's row.
+
+    Distinct ids per token matter: SGLang's CPU MoE counts tokens per expert with a scatter of ones, so a repeated
+    expert in one row would be under-counted. Candidates are the token's k most probable in-budget experts; with
+    B >= k there is always a free one among them.
+    """
+    k = ids.shape[1]
+    candidates = probs.masked_fill(~mask[None, :], float("-inf")).topk(k, dim=-1).indices  # [T, k]
+    out = ids.clone()
+    for slot in range(k):
+        need = ~mask[out[:, slot]]  # [T]
+        for c in range(k):
+            cand = candidates[:, c]  # [T]
+            take = need & ~(out == cand[:, None]).any(dim=-1)
+            out[:, slot] = torch.where(take, cand, out[:, slot])
+            need = need & ~take
+    return out
+
+
+def _experts_mask(ids: torch.Tensor, num_experts: int, into: torch.Tensor | None) -> torch.Tensor:
+    """[E + 1] bool: slot 0 absorbs id -1 (padding or a dropped slot), so no data-dependent indexing (no host sync)."""
+    mask = torch.zeros(num_experts + 1, dtype=torch.bool, device=ids.device) if into is None else into
+    return mask.index_fill_(0, ids.reshape(-1).long() + 1, True)

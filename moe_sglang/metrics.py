@@ -1,0 +1,110 @@
+"""moe-serve's speculation metrics on the engine's `/metrics` (SGLang started with `--enable-metrics`).
+
+SGLang's HTTP process sets PROMETHEUS_MULTIPROC_DIR before it spawns the scheduler and serves `/metrics` through
+prometheus_client's MultiProcessCollector, so counters and histograms created in the scheduler process (where our
+hooks run) appear there with no endpoint of ours. Without that directory (metrics off) nothing is created.
+
+Names, with the PromQL a dashboard uses next to each (deploy/grafana can reference the constants):
+"""
+
+from __future__ import annotations
+
+import os
+
+from service.policy import StepStats
+
+# histogram_quantile(0.5, sum by (le, policy) (rate(moe_serve:spec_k_chosen_bucket[5m])))   -- median K per policy
+K_CHOSEN = "moe_serve:spec_k_chosen"
+# sum by (policy, tenant) (rate(moe_serve:spec_off_request_steps_total[5m]))   -- request-steps decoded plainly (K=0)
+SPEC_OFF = "moe_serve:spec_off_request_steps"
+# sum by (policy, position) (rate(moe_serve:spec_accepted_at_position_total[5m]))
+#   / sum by (policy, position) (rate(moe_serve:spec_proposed_at_position_total[5m]))   -- acceptance per position
+ACCEPTED_AT = "moe_serve:spec_accepted_at_position"
+PROPOSED_AT = "moe_serve:spec_proposed_at_position"
+# histogram_quantile(0.5, sum by (le, policy) (rate(moe_serve:spec_accept_length_bucket[5m])))   -- tokens per step
+ACCEPT_LENGTH = "moe_serve:spec_accept_length"
+# histogram_quantile(0.5, sum by (le, policy) (rate(moe_serve:spec_utility_bucket[5m])))
+#   utility of a step for a policy's requests = tokens emitted / tokens verified (1 = no verify work wasted)
+UTILITY = "moe_serve:spec_utility"
+# sum by (phase) (rate(moe_serve:spec_step_seconds_sum[5m])) / sum by (phase) (rate(moe_serve:spec_step_seconds_count[5m]))
+STEP_SECONDS = "moe_serve:spec_step_seconds"
+# sum (rate(moe_serve:spec_mixed_steps_total[5m])) / sum (rate(moe_serve:spec_step_seconds_count{phase="verify"}[5m]))
+#   share of steps whose batch had speculation on for some requests and off (K = 0) for others
+MIXED_STEPS = "moe_serve:spec_mixed_steps"
+# histogram_quantile(0.5, sum by (le, policy) (rate(moe_serve:verify_unique_experts_bucket[5m])))
+#   distinct experts one MoE layer computed in one verify forward (one observation per layer per step)
+UNIQUE_EXPERTS = "moe_serve:verify_unique_experts"
+# sum by (policy) (rate(moe_serve:verify_budget_dropped_experts_total[5m]))   -- experts the budget kept out, all layers
+BUDGET_DROPPED = "moe_serve:verify_budget_dropped_experts"
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+K_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
+LENGTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17)
+UTILITY_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+EXPERT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SECONDS_BUCKETS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
+
+
+class SpecMetrics:
+    """The Prometheus objects, created in the process that records (the scheduler)."""
+
+    def __init__(self, registry=None) -> None:
+        from prometheus_client import REGISTRY, Counter, Histogram
+
+        r = registry or REGISTRY  # the default registry is the one SGLang's multiprocess collector reads
+
+        pt = ["policy", "tenant"]
+        self.k = Histogram(K_CHOSEN, "Draft tokens K chosen per request-step", pt, buckets=K_BUCKETS, registry=r)
+        self.off = Counter(SPEC_OFF, "Request-steps with speculation off (K = 0)", pt, registry=r)
+        self.accepted_at = Counter(ACCEPTED_AT, "Drafts accepted at each position", ["policy", "position"], registry=r)
+        self.proposed_at = Counter(
+            PROPOSED_AT, "Drafts verifiable at each position (K >= position)", ["policy", "position"], registry=r
+        )
+        self.accept_length = Histogram(
+            ACCEPT_LENGTH, "Tokens per request-step (accepted + 1)", pt, buckets=LENGTH_BUCKETS, registry=r
+        )
+        self.utility = Histogram(
+            UTILITY, "Tokens emitted / tokens verified per step", ["policy"], buckets=UTILITY_BUCKETS, registry=r
+        )
+        self.step_seconds = Histogram(
+            STEP_SECONDS, "Step time by phase", ["phase"], buckets=SECONDS_BUCKETS, registry=r
+        )
+        self.mixed = Counter(MIXED_STEPS, "Steps with K = 0 and K > 0 requests in one batch", registry=r)
+        self.unique = Histogram(
+            UNIQUE_EXPERTS,
+            "Unique experts of one layer in one verify forward",
+            ["policy"],
+            buckets=EXPERT_BUCKETS,
+            registry=r,
+        )
+        self.dropped = Counter(
+            BUDGET_DROPPED, "Experts dropped by the verify budget, summed over layers", ["policy"], registry=r
+        )
+
+    @classmethod
+    def if_enabled(cls) -> SpecMetrics | None:
+        return cls() if os.environ.get(MULTIPROC_ENV) else None
+
+    def record(self, policies: list[str], tenants: list[str], stats: StepStats, dropped: int) -> None:
+        for policy, tenant, r in zip(policies, tenants, stats.requests, strict=True):
+            self.k.labels(policy, tenant).observe(r.k)
+            if r.k == 0:
+                self.off.labels(policy, tenant).inc()
+            self.accept_length.labels(policy, tenant).observe(r.accepted + 1)
+            for position in range(1, r.k + 1):
+                self.proposed_at.labels(policy, str(position)).inc()
+                if position <= r.accepted:
+                    self.accepted_at.labels(policy, str(position)).inc()
+        for policy in dict.fromkeys(policies):
+            mine = [r for p, r in zip(policies, stats.requests, strict=True) if p == policy]
+            self.utility.labels(policy).observe(sum(r.accepted + 1 for r in mine) / sum(r.k + 1 for r in mine))
+        for phase, seconds in (("draft", stats.draft_s), ("verify", stats.verify_s), ("other", stats.other_s)):
+            self.step_seconds.labels(phase).observe(seconds)
+        batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"
+        ks = {r.k == 0 for r in stats.requests}
+        if len(ks) == 2:
+            self.mixed.inc()
+        for unique in stats.unique_experts:
+            self.unique.labels(batch_policy).observe(unique)
+        if dropped:
+            self.dropped.labels(batch_policy).inc(dropped)

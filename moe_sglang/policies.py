@@ -1,0 +1,102 @@
+"""The speculation policies of one engine process: built once per name, asked once per step for their requests.
+
+Each decode step the batch's requests are grouped by the policy their hints name; each policy's `decide()` gets a
+BatchView of its own requests (a policy never sees another policy's requests) and its K per request, capped by the
+request's `max_k` hint. Policy parameters come from MOE_SERVE_POLICY_PARAMS, a JSON object {name: {param: value}};
+the model shape (num_experts, top_k, num_layers) is filled in for policies whose constructor takes it.
+Requests labelled NO_POLICY keep SGLang's behaviour (K = max_k, no policy asked).
+An unknown policy name in a hint falls back to the default policy (logged once per name): a request is never failed
+from inside the scheduler for a hint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+from moe_sglang.hints import DEFAULT_POLICY, NO_POLICY, RequestHints
+from service.policy import BatchView, Decision, RequestView, SpeculationPolicy, available_policies, make_policy
+
+logger = logging.getLogger(__name__)
+
+PARAMS_ENV = "MOE_SERVE_POLICY_PARAMS"
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What the policies decided for one step, in batch order."""
+
+    policies: tuple[str, ...]  # policy name per request
+    ks: tuple[int, ...]  # draft tokens request i may have accepted (0 = plain decode)
+    expert_budget: tuple[int, ...] | None  # [num_layers] experts per MoE layer in verify; None = no budget
+
+
+def policy_params_from_env(environ: dict[str, str] | None = None) -> dict[str, dict[str, object]]:
+    raw = (os.environ if environ is None else environ).get(PARAMS_ENV, "")
+    if not raw:
+        return {}
+    params = json.loads(raw)
+    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+        raise ValueError(f"{PARAMS_ENV} must be a JSON object of objects, got {raw!r}")
+    return params
+
+
+class PolicySet:
+    def __init__(self, model_shape: dict[str, int], params: dict[str, dict[str, object]] | None = None) -> None:
+        self._shape = model_shape  # num_experts, top_k, num_layers of the target model
+        self._params = params or {}
+        self._policies: dict[str, SpeculationPolicy] = {}
+        self._unknown: set[str] = set()
+        self.builds = 0  # policies constructed in this process (once per name)
+
+    def resolve(self, name: str) -> str:
+        if name == NO_POLICY or name in available_policies():
+            return name
+        if name not in self._unknown:
+            self._unknown.add(name)
+            logger.warning("unknown speculation policy %r in a request hint; using %r", name, DEFAULT_POLICY)
+        return DEFAULT_POLICY
+
+    def get(self, name: str) -> SpeculationPolicy:
+        if name not in self._policies:
+            params = dict(self._params.get(name, {}))
+            try:  # policies that model MoE cost take the model shape; the others reject it
+                policy = make_policy(name, **{**self._shape, **params})
+            except ValueError:
+                policy = make_policy(name, **params)
+            self._policies[name] = policy
+            self.builds += 1
+        return self._policies[name]
+
+    def plan(self, now: float, views: list[RequestView], hints: list[RequestHints], max_k: int) -> StepPlan:
+        names = [self.resolve(h.policy) for h in hints]
+        ks = [max_k] * len(views)
+        budgets: list[tuple[int, ...] | None] = []
+        for name in dict.fromkeys(n for n in names if n != NO_POLICY):
+            rows = [i for i, n in enumerate(names) if n == name]
+            decision: Decision = self.get(name).decide(BatchView(now, tuple(views[i] for i in rows), max_k))
+            for i, d in zip(rows, decision.requests, strict=True):
+                ks[i] = min(d.verify_len, max_k)
+            budgets.append(decision.expert_budget)
+        for i, h in enumerate(hints):
+            if h.max_k is not None:
+                ks[i] = min(ks[i], h.max_k)
+        return StepPlan(tuple(names), tuple(ks), self._step_budget(budgets, hints))
+
+    def _step_budget(self, budgets: list[tuple[int, ...] | None], hints: list[RequestHints]) -> tuple[int, ...] | None:
+        """One verify forward serves the whole batch, so a lossy budget needs every request's permission; the
+        tightest budget asked for (by a policy or a hint) wins."""
+        if not hints or not all(h.allow_lossy_budget for h in hints):
+            return None
+        layers = self._shape.get("num_layers", 0)
+        caps = [b for b in budgets if b is not None]
+        caps += [(h.expert_budget,) * layers for h in hints if h.expert_budget is not None]
+        if not caps:
+            return None
+        return tuple(min(per_layer) for per_layer in zip(*caps, strict=True))
+
+    def observe(self, name: str, stats) -> None:
+        if name != NO_POLICY:
+            self.get(name).observe(stats)

@@ -1,0 +1,188 @@
+"""The SGLang hooks behind per-request speculation (issue 8), all AROUND hooks on SGLang 0.5.23 names:
+
+| target | what the hook does |
+|---|---|
+| NGRAMWorker / EAGLEWorkerV2 .forward_batch_generation | a decode step: plan with the policies, run, report StepStats |
+| ngram_worker.eagle_sample, eagle_worker_common.eagle_sample | verify with each request's tree cut at its K_i |
+| NGRAMWorker._prepare_for_speculative_decoding, EagleDraftWorker.draft / ._draft_extend_for_decode | draft time |
+| TpModelWorker.forward_batch_generation (is_verify=True) | verify time; opens the expert-budget scope |
+| TopK.forward_native / _cpu / _cuda | expert budget and expert counting inside that scope |
+
+STANDALONE runs on the EAGLE V2 worker (StandaloneWorkerV2 subclasses it), so the EAGLE targets cover it. On GPU the
+TopK hook is Python: under CUDA-graph replay of the verify forward it does not run (verify needs --disable-cuda-graph
+for the budget, or a budget kernel captured in the graph; not done here), and the tree cut reads the tree links to
+the host once per step. Only CPU is tested (CI); GPU runs these hooks untested.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from moe_sglang.draft_cut import acceptable_tokens, cut_draft_trees
+from moe_sglang.expert_budget import BUDGET_MODES, VerifyExperts, route_in_verify
+from moe_sglang.spec_step import SpecRuntime
+
+BUDGET_MODE_ENV = "MOE_SERVE_BUDGET_MODE"
+
+_SPEC = "sglang.srt.speculative"
+STEP_TARGETS = {
+    f"{_SPEC}.ngram_worker.NGRAMWorker.forward_batch_generation": lambda w: w.speculative_num_draft_tokens - 1,
+    f"{_SPEC}.eagle_worker_v2.EAGLEWorkerV2.forward_batch_generation": lambda w: w.speculative_num_steps,
+}
+SAMPLE_TARGETS = (f"{_SPEC}.ngram_worker.eagle_sample", f"{_SPEC}.eagle_worker_common.eagle_sample")
+DRAFT_TARGETS = (
+    f"{_SPEC}.ngram_worker.NGRAMWorker._prepare_for_speculative_decoding",
+    f"{_SPEC}.eagle_worker_v2.EagleDraftWorker.draft",
+    f"{_SPEC}.eagle_worker_v2.EagleDraftWorker._draft_extend_for_decode",
+)
+TARGET_FORWARD = "sglang.srt.managers.tp_worker.TpModelWorker.forward_batch_generation"
+# forward_native is the CPU path without AMX (sglang/kernels/fused_op.py: _platform_key)
+TOPK_TARGETS = tuple(f"sglang.srt.layers.moe.topk.TopK.forward_{p}" for p in ("native", "cpu", "cuda"))
+
+
+def budget_mode_from_env() -> str:
+    mode = os.environ.get(BUDGET_MODE_ENV, "truncation")
+    if mode not in BUDGET_MODES:
+        raise ValueError(f"{BUDGET_MODE_ENV}={mode!r}: expected one of {BUDGET_MODES}")
+    return mode
+
+
+def install(runtime: SpecRuntime) -> list[str]:
+    """Register the hooks for this process; returns the targets."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    hooks: dict[str, Callable] = {}
+    for target, depth in STEP_TARGETS.items():
+        hooks[target] = _step_hook(runtime, depth)
+    for target in SAMPLE_TARGETS:
+        hooks[target] = _sample_hook(runtime)
+    for target in DRAFT_TARGETS:
+        hooks[target] = _draft_hook(runtime)
+    hooks[TARGET_FORWARD] = _verify_hook(runtime)
+    for target in TOPK_TARGETS:
+        hooks[target] = _topk_hook(runtime)
+    _check_targets(hooks)
+    for target, hook in hooks.items():
+        HookRegistry.register(target, hook, HookType.AROUND)
+    return list(hooks)
+
+
+def _check_targets(targets) -> None:
+    """SGLang swallows a hook whose target moved; say so at load instead."""
+    import pkgutil
+
+    from moe_sglang.compat import SGLangCompatError
+
+    missing = []
+    for target in targets:
+        try:
+            pkgutil.resolve_name(target)
+        except (ImportError, AttributeError) as err:
+            missing.append(f"{target}: {err}")
+    if missing:
+        raise SGLangCompatError("moe-serve's speculation hooks have no target:\n- " + "\n- ".join(missing))
+
+
+def _step_hook(runtime: SpecRuntime, max_depth: Callable) -> Callable:
+    def around(original, worker, batch, *args, **kwargs):
+        if batch is None or not batch.forward_mode.is_decode() or not batch.reqs or runtime.step is not None:
+            return original(worker, batch, *args, **kwargs)
+        state = runtime.begin(batch, worker.target_worker, max_depth(worker))
+        try:
+            result = original(worker, batch, *args, **kwargs)
+        except BaseException:
+            runtime.step = None
+            raise
+        runtime.end(state, result)
+        return result
+
+    return around
+
+
+def _sample_hook(runtime: SpecRuntime) -> Callable:
+    def around(original, verify_input, batch, *args, **kwargs):
+        state = runtime.step
+        if state is None or batch.forward_mode.is_idle():
+            return original(verify_input, batch, *args, **kwargs)
+        full = verify_input.retrieve_next_token
+        if min(state.plan.ks) < state.max_k:
+            verify_input.retrieve_next_token = cut_draft_trees(
+                full, verify_input.retrieve_next_sibling, list(state.plan.ks)
+            )
+        try:
+            out = original(verify_input, batch, *args, **kwargs)
+        finally:
+            verify_input.retrieve_next_token = full
+        state.accept_lens = out[1]
+        return out
+
+    return around
+
+
+def _draft_hook(runtime: SpecRuntime) -> Callable:
+    def around(original, *args, **kwargs):
+        start = time.perf_counter()
+        runtime.draft_depth += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            runtime.draft_depth -= 1
+            if runtime.step is not None and runtime.draft_depth == 0:
+                runtime.step.draft_s += time.perf_counter() - start
+
+    return around
+
+
+def _verify_hook(runtime: SpecRuntime) -> Callable:
+    def around(original, *args, **kwargs):
+        state = runtime.step
+        if state is None or not kwargs.get("is_verify") or runtime.draft_depth:
+            return original(*args, **kwargs)
+        start = time.perf_counter()
+        runtime.verify = VerifyExperts(
+            budget=state.plan.expert_budget, mode=runtime.budget_mode, token_weights=_token_weights(state, args, kwargs)
+        )
+        try:
+            result = original(*args, **kwargs)
+            state.unique_experts, state.dropped_experts = runtime.verify.counts()
+        finally:
+            runtime.verify = None
+            state.verify_s += time.perf_counter() - start
+        return result
+
+    return around
+
+
+def _token_weights(state, args, kwargs):
+    """Which verify tokens vote for the budget; None when there is no budget or every token can be accepted."""
+    if state.plan.expert_budget is None or min(state.plan.ks) >= state.max_k:
+        return None
+    batch = kwargs.get("forward_batch") or kwargs.get("batch") or (args[1] if len(args) > 1 else None)
+    spec = getattr(batch, "spec_info", None)
+    if getattr(spec, "retrieve_next_token", None) is None:
+        return None
+    return acceptable_tokens(spec.retrieve_next_token, spec.retrieve_next_sibling, list(state.plan.ks))
+
+
+def _topk_hook(runtime: SpecRuntime) -> Callable:
+    def around(original, topk, hidden_states, router_logits, *args, **kwargs):
+        out = original(topk, hidden_states, router_logits, *args, **kwargs)
+        scope = runtime.verify
+        if scope is None or topk.is_draft or not hasattr(out, "topk_ids") or not hasattr(out, "_replace"):
+            return out
+        config = topk.topk_config
+        plain = not config.use_grouped_topk and config.correction_bias is None and config.scoring_func == "softmax"
+        weights, ids = route_in_verify(
+            scope,
+            topk.layer_id,
+            out.topk_weights,
+            out.topk_ids,
+            router_logits,
+            renormalize=config.renormalize,
+            plain_softmax=plain and config.custom_routing_function is None,
+        )
+        return out._replace(topk_weights=weights, topk_ids=ids)
+
+    return around

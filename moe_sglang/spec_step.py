@@ -1,0 +1,127 @@
+"""One speculative decode step as moe-serve runs it: plan (policies) → draft → verify (trees cut at K_i, expert
+budget) → stats back to the policies and metrics. The SGLang hooks that call into this live in spec_hooks.py.
+
+Timings are host `time.perf_counter()` around SGLang's own phases: draft = the drafter (NGRAM's trie lookup and tree
+build; STANDALONE's draft forwards and draft-extend), verify = the target's verify forward, other = the rest of the
+step (acceptance, KV bookkeeping, planning). On CPU these are compute times; on GPU they are launch times unless the
+phase itself syncs (we add no sync).
+
+Policies get `decide()` once per step and `observe()` after it; `trim()` is not called yet: NGRAM has no per-draft
+confidences and the STANDALONE drafter's scores are not read out, so verify_len = K as decided.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from moe_sglang.expert_budget import VerifyExperts
+from moe_sglang.hints import NO_POLICY, RequestHints, parse_hints
+from moe_sglang.metrics import SpecMetrics
+from moe_sglang.policies import PolicySet, StepPlan, policy_params_from_env
+from service.policy import RequestStepStats, RequestView, StepStats
+
+RECENT_STEPS = 8  # verify steps of accept history shown to policies per request
+
+
+@dataclass
+class StepState:
+    rids: tuple[str, ...]  # request ids in batch order
+    hints: tuple[RequestHints, ...]  # per request
+    plan: StepPlan  # the policies' decision
+    max_k: int  # draft depth the drafter produced this step
+    context_tokens: int  # tokens in the batch's KV caches at step start
+    started: float  # seconds, perf_counter at step start
+    draft_s: float = 0.0  # seconds in draft phases
+    verify_s: float = 0.0  # seconds in the target verify forward
+    accept_lens: torch.Tensor | None = None  # [bs] accepted drafts + 1, from verification
+    unique_experts: tuple[int, ...] = ()  # [num_layers] experts touched by the verify forward
+    dropped_experts: int = 0  # experts the budget kept out, over all layers
+
+
+@dataclass
+class SpecRuntime:
+    """Per scheduler process: the policies, the step in flight, accept history, metrics."""
+
+    budget_mode: str = "truncation"  # expert_budget.BUDGET_MODES
+    no_hint_policy: str = NO_POLICY  # policy of requests that carry no moe_serve hints
+    policies: PolicySet | None = None  # built at the first step (needs the model shape)
+    metrics: SpecMetrics | None = None
+    step: StepState | None = None  # the step in flight
+    verify: VerifyExperts | None = None  # set during the verify forward only
+    draft_depth: int = 0  # nesting of draft phases (the draft model's forwards are not verify)
+    history: dict[str, deque] = field(default_factory=dict)  # rid -> recent accepted counts
+    steps: int = 0  # steps recorded in this process
+    last: StepStats | None = None  # the latest step's stats (tests, debugging)
+
+    def begin(self, batch, target_worker, max_k: int) -> StepState:
+        if self.policies is None:
+            self.policies = PolicySet(model_shape(target_worker), policy_params_from_env())
+            self.metrics = SpecMetrics.if_enabled()
+        now = time.perf_counter()
+        hints = tuple(parse_hints(req.sampling_params.custom_params, self.no_hint_policy) for req in batch.reqs)
+        views = [
+            RequestView(
+                request_id=req.rid,
+                tenant=h.tenant,
+                slo=h.slo,
+                tokens_so_far=len(req.output_ids),
+                context_len=len(req.origin_input_ids) + len(req.output_ids),
+                recent_accepts=tuple(self.history.get(req.rid, ())),
+            )
+            for req, h in zip(batch.reqs, hints, strict=True)
+        ]
+        plan = self.policies.plan(now, views, list(hints), max_k)
+        context = sum(v.context_len for v in views)
+        self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, context, now)
+        return self.step
+
+    def end(self, state: StepState, result) -> StepStats:
+        self.step = None
+        accept_lens = state.accept_lens if state.accept_lens is not None else result.accept_lens
+        accepted = [max(int(a) - 1, 0) for a in accept_lens.tolist()]
+        now = time.perf_counter()
+        requests = tuple(
+            RequestStepStats(rid, k, min(a, k)) for rid, k, a in zip(state.rids, state.plan.ks, accepted, strict=True)
+        )
+        stats = StepStats(
+            now=now,
+            batch_size=len(requests),
+            requests=requests,
+            draft_s=state.draft_s,
+            verify_s=state.verify_s,
+            other_s=max(now - state.started - state.draft_s - state.verify_s, 0.0),
+            unique_experts=state.unique_experts,
+            context_tokens=state.context_tokens,
+            draft_steps=state.max_k,
+        )
+        for name in dict.fromkeys(state.plan.policies):
+            # every policy sees the whole step: its cost model fits step time against the whole batch's work
+            self.policies.observe(name, stats)
+        self._remember(requests)
+        if self.metrics is not None:
+            tenants = [h.tenant for h in state.hints]
+            self.metrics.record(list(state.plan.policies), tenants, stats, state.dropped_experts)
+        self.steps += 1
+        self.last = stats
+        return stats
+
+    def _remember(self, requests: tuple[RequestStepStats, ...]) -> None:
+        for r in requests:
+            if r.k > 0:
+                self.history.setdefault(r.request_id, deque(maxlen=RECENT_STEPS)).append(r.accepted)
+        if len(self.history) > 2 * len(requests) + 64:
+            live = {r.request_id for r in requests}
+            self.history = {rid: h for rid, h in self.history.items() if rid in live}
+
+
+def model_shape(target_worker) -> dict[str, int]:
+    """num_experts, top_k, num_layers of the target model, under the names the policies take."""
+    config = target_worker.model_config.hf_config
+    config = getattr(config, "text_config", None) or config
+    experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None) or 1
+    top_k = getattr(config, "num_experts_per_tok", None) or 1
+    return {"num_experts": int(experts), "top_k": int(top_k), "num_layers": int(config.num_hidden_layers)}

@@ -1,0 +1,81 @@
+"""Expert budget inside a verify forward (the TopK hook's tensor part), against the moe_ref oracle."""
+
+import pytest
+import torch
+
+from moe_sglang.expert_budget import VerifyExperts, route_in_verify
+from service.kernels.moe_ref import apply_budget_truncation, route_topk, select_budget_experts
+
+T, E, K = 12, 8, 2
+
+
+def routing(seed=0):
+    logits = torch.randn(T, E, generator=torch.Generator().manual_seed(seed)) * 3  # [T, E]
+    ids, weights = route_topk(logits, K)
+    return logits, weights, ids
+
+
+def test_no_budget_passes_through_and_counts():
+    logits, w, ids = routing()
+    scope = VerifyExperts()
+    w2, ids2 = route_in_verify(scope, 0, w, ids, logits, renormalize=True, plain_softmax=True)
+    assert torch.equal(w2, w) and torch.equal(ids2, ids)
+    unique, dropped = scope.counts()
+    assert unique == (len(set(ids.flatten().tolist())),) and dropped == 0
+
+
+@pytest.mark.parametrize("budget", [E, E + 3])
+def test_budget_of_all_experts_changes_nothing(budget):
+    logits, w, ids = routing(1)
+    w2, ids2 = route_in_verify(VerifyExperts(budget=(budget,)), 0, w, ids, logits, renormalize=True, plain_softmax=True)
+    assert torch.equal(w2, w) and torch.equal(ids2, ids)
+
+
+@pytest.mark.parametrize("mode", ["truncation", "substitution"])
+@pytest.mark.parametrize("budget", [1, 2, 3, 5])
+def test_budget_limits_touched_experts(mode, budget):
+    logits, w, ids = routing(2)
+    scope = VerifyExperts(budget=(budget, budget), mode=mode)
+    for layer in (0, 1):
+        route_in_verify(scope, layer, w, ids, logits, renormalize=True, plain_softmax=True)
+    unique, dropped = scope.counts()
+    wanted = len(set(ids.flatten().tolist()))
+    assert all(u <= max(budget, K) for u in unique)  # B is raised to top_k
+    assert dropped == 2 * (wanted - unique[0])
+
+
+def test_truncation_matches_oracle_on_kept_slots():
+    logits, w, ids = routing(3)
+    w2, ids2 = route_in_verify(VerifyExperts(budget=(3,)), 0, w, ids, logits, renormalize=True, plain_softmax=True)
+    mask = select_budget_experts(torch.softmax(logits, -1), 3)
+    _, ref_w = apply_budget_truncation(ids, w, mask, renormalize=True)
+    assert torch.allclose(w2, ref_w)
+    kept = mask[ids]
+    assert torch.equal(ids2[kept], ids[kept])  # kept slots keep their expert
+    assert bool(mask[ids2].all())  # dropped slots point inside the budget, with weight 0
+    assert all(len(set(row)) == K for row in ids2.tolist())  # distinct experts per token (SGLang's CPU MoE needs it)
+    assert bool((w2[~kept] == 0).all())
+
+
+def test_substitution_needs_plain_softmax():
+    logits, w, ids = routing(4)
+    sub = route_in_verify(
+        VerifyExperts(budget=(3,), mode="substitution"), 0, w, ids, logits, renormalize=True, plain_softmax=True
+    )
+    trunc = route_in_verify(
+        VerifyExperts(budget=(3,), mode="substitution"), 0, w, ids, logits, renormalize=True, plain_softmax=False
+    )
+    # substitution gives every token K in-budget experts with positive weight; the fallback truncates instead
+    assert bool((sub[0] > 0).all())
+    assert not torch.equal(sub[0], trunc[0])
+
+
+def test_only_acceptable_tokens_vote():
+    logits, w, ids = routing(5)
+    votes = torch.zeros(T)
+    votes[:3] = 1.0
+    scope = VerifyExperts(budget=(2,), token_weights=votes)
+    route_in_verify(scope, 0, w, ids, logits, renormalize=True, plain_softmax=True)
+    expected = select_budget_experts(torch.softmax(logits[:3], -1), 2)
+    touched = scope.touched[0][1:]
+    assert torch.equal(touched, expected)

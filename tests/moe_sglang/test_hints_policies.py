@@ -1,0 +1,104 @@
+"""Request hints (the gateway's wire shape) and the per-engine policy set: one policy per name, K capped per request,
+a lossy expert budget only when every request of the batch allows it."""
+
+import pytest
+
+from moe_sglang.hints import RequestHints, parse_hints
+from moe_sglang.policies import PolicySet, policy_params_from_env
+from service.policy import RequestView
+
+SHAPE = {"num_experts": 8, "top_k": 2, "num_layers": 2}
+GATEWAY = {
+    "tenant": "acme",
+    "slo_class": "interactive",
+    "ttft_ms": 300.0,
+    "tpot_ms": 50.0,
+    "policy": "moe_serve",
+    "allow_lossy_budget": False,
+    "priority": 10,
+}
+
+
+def test_gateway_hints_parse():
+    h = parse_hints({"moe_serve": GATEWAY})
+    assert (h.tenant, h.policy, h.allow_lossy_budget, h.max_k) == ("acme", "moe-serve", False, None)
+    assert h.slo.name == "interactive" and h.slo.ttft_s == pytest.approx(0.3) and h.slo.tpot_s == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("params", [None, {}, {"other": 1}])
+def test_no_hints_keep_sglang_behaviour(params):
+    assert parse_hints(params) == RequestHints(policy="sglang")
+    assert parse_hints(params, "static") == RequestHints(policy="static")
+    assert parse_hints({"moe_serve": {}}).policy == "moe-serve"
+
+
+def test_no_policy_means_full_depth():
+    plan = PolicySet(SHAPE).plan(
+        0.0, views(2), [RequestHints(policy="sglang"), RequestHints(policy="static", max_k=1)], 5
+    )
+    assert plan.ks == (5, 1) and plan.policies == ("sglang", "static")
+
+
+@pytest.mark.parametrize(
+    "raw", [{"moe_serve": "x"}, {"moe_serve": {"max_k": -1}}, {"moe_serve": {"expert_budget": 1.5}}]
+)
+def test_bad_hints(raw):
+    with pytest.raises(ValueError):
+        parse_hints(raw)
+
+
+def views(n):
+    return [RequestView(f"r{i}") for i in range(n)]
+
+
+def test_policies_built_once_per_name_and_k_capped():
+    ps = PolicySet(SHAPE)
+    hints = [
+        RequestHints(policy="static", max_k=0),
+        RequestHints(policy="static"),
+        RequestHints(policy="static", max_k=1),
+    ]
+    for _ in range(3):
+        plan = ps.plan(0.0, views(3), hints, max_k=3)
+        assert plan.ks == (0, 3, 1) and plan.policies == ("static",) * 3
+    assert ps.builds == 1
+
+
+def test_unknown_policy_falls_back_to_default():
+    ps = PolicySet(SHAPE)
+    plan = ps.plan(0.0, views(1), [RequestHints(policy="nope")], max_k=3)
+    assert plan.policies == ("moe-serve",)
+
+
+def test_params_from_env_reach_the_policy():
+    params = policy_params_from_env({"MOE_SERVE_POLICY_PARAMS": '{"static": {"k": 1}}'})
+    plan = PolicySet(SHAPE, params).plan(0.0, views(1), [RequestHints(policy="static")], max_k=3)
+    assert plan.ks == (1,)
+    with pytest.raises(ValueError):
+        policy_params_from_env({"MOE_SERVE_POLICY_PARAMS": "[1]"})
+
+
+@pytest.mark.parametrize(
+    ("hints", "budget"),
+    [
+        ([RequestHints(policy="static", allow_lossy_budget=True, expert_budget=3)], (3, 3)),
+        ([RequestHints(policy="static", expert_budget=3)], None),  # no permission
+        (
+            [
+                RequestHints(policy="static", allow_lossy_budget=True, expert_budget=3),
+                RequestHints(policy="static", allow_lossy_budget=False),
+            ],
+            None,  # one request of the batch does not allow it
+        ),
+        (
+            [
+                RequestHints(policy="static", allow_lossy_budget=True, expert_budget=5),
+                RequestHints(policy="static", allow_lossy_budget=True, expert_budget=4),
+            ],
+            (4, 4),  # the tightest wins
+        ),
+        ([RequestHints(policy="static", allow_lossy_budget=True)], None),  # nobody asked for one
+    ],
+)
+def test_step_budget(hints, budget):
+    assert PolicySet(SHAPE).plan(0.0, views(len(hints)), hints, max_k=3).expert_budget == budget

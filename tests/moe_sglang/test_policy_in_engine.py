@@ -1,0 +1,135 @@
+"""Policies inside the CPU SGLang engine (issue 8), one NGRAM engine with metrics for the whole module:
+per-request K (K = 0 next to K = 3 in one batch), policies switched per request, the expert budget in verify, and
+the moe_serve:* metrics on /metrics."""
+
+import concurrent.futures
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from moe_sglang import metrics as names
+from tests.moe_sglang.conftest import engine_config, generate
+from tests.moe_sglang.prompts import REPETITIVE
+from tests.moe_sglang.test_greedy_vs_transformers import transformers_greedy
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
+
+NEW_TOKENS = 40
+PROMPT = REPETITIVE[0]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_models, engine_pool):
+    config = engine_config(tiny_models["mixtral"], algorithm="ngram", topk=1, num_draft_tokens=4)
+    return engine_pool.url(replace(config, extra_args=("--enable-metrics",)))
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_models):
+    """Non-speculative greedy output (SGLang's plain decode equals transformers: test_greedy_vs_transformers)."""
+    return transformers_greedy(tiny_models["mixtral"], PROMPT, NEW_TOKENS)
+
+
+def hinted(url, prompt=PROMPT, **hints):
+    return generate(url, prompt, NEW_TOKENS, ignore_eos=True, custom_params={"moe_serve": hints})
+
+
+def scrape(url) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def total(samples, name, **labels) -> float:
+    want = set(labels.items())
+    return sum(v for (n, lab), v in samples.items() if n == name and want <= set(lab))
+
+
+def test_k0_next_to_k3_in_one_batch(engine, reference):
+    # NGRAM drafts from its corpus of earlier outputs: one request first, so the batch below has drafts to accept
+    assert hinted(engine, policy="static")["output_ids"] == reference
+    mixed_before = total(scrape(engine), names.MIXED_STEPS + "_total")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        off = [pool.submit(hinted, engine, policy="static", max_k=0, tenant="off") for _ in range(2)]
+        on = [pool.submit(hinted, engine, policy="static", tenant="on") for _ in range(2)]
+        off, on = [f.result() for f in off], [f.result() for f in on]
+    for out in off:
+        assert out["output_ids"] == reference, "a K=0 request must decode exactly like plain decoding"
+        assert out["meta_info"]["spec_num_correct_drafts"] == 0
+    for out in on:
+        assert out["output_ids"] == reference, "speculation with K=3 must stay lossless"
+        assert out["meta_info"]["spec_accept_length"] > 1.5, out["meta_info"]
+    samples = scrape(engine)
+    assert total(samples, names.MIXED_STEPS + "_total") > mixed_before, "K=0 and K=3 never shared a verify batch"
+    assert total(samples, names.SPEC_OFF + "_total", tenant="off") >= NEW_TOKENS - 1
+    assert total(samples, names.SPEC_OFF + "_total", tenant="on") == 0
+
+
+def test_policy_switches_per_request_without_restart(engine, engine_pool, reference):
+    starts = engine_pool.starts
+    for policy in ("static", "sglang_adaptive", "cascade", "moe-serve", "adaspec"):
+        before = total(scrape(engine), names.K_CHOSEN + "_count", policy=policy.replace("_", "-"))
+        out = hinted(engine, policy=policy)
+        assert out["output_ids"] == reference, f"policy {policy} changed greedy output"
+        after = total(scrape(engine), names.K_CHOSEN + "_count", policy=policy.replace("_", "-"))
+        steps = out["meta_info"]["spec_verify_ct"]
+        assert after - before == steps, f"policy {policy} decided {after - before} of this request's {steps} steps"
+    assert engine_pool.starts == starts
+
+
+def test_step_metrics_exported(engine):
+    hinted(engine, policy="static")
+    samples = scrape(engine)
+    for name in (names.ACCEPTED_AT, names.PROPOSED_AT):
+        assert total(samples, name + "_total", policy="static", position="1") > 0, name
+    assert total(samples, names.ACCEPT_LENGTH + "_count", policy="static") > 0
+    assert total(samples, names.UTILITY + "_count", policy="static") > 0
+    for phase in ("draft", "verify", "other"):
+        assert total(samples, names.STEP_SECONDS + "_sum", phase=phase) > 0, phase
+    assert total(samples, names.UNIQUE_EXPERTS + "_count") > 0
+
+
+def test_expert_budget_in_verify(engine, reference):
+    # B = E (8): no budget in effect, output identical
+    full = hinted(engine, policy="static", allow_lossy_budget=True, expert_budget=8)
+    assert full["output_ids"] == reference
+    # without permission a budget hint is ignored
+    assert hinted(engine, policy="static", expert_budget=2)["output_ids"] == reference
+
+    before = scrape(engine)
+    budgeted = hinted(engine, policy="static", allow_lossy_budget=True, expert_budget=2)
+    after = scrape(engine)
+    name = names.UNIQUE_EXPERTS
+    layers_seen = total(after, name + "_count") - total(before, name + "_count")
+    within = total(after, name + "_bucket", le="2.0") - total(before, name + "_bucket", le="2.0")
+    assert layers_seen > 0 and within == layers_seen, "a verify forward touched more than B=2 experts in a layer"
+    dropped = total(after, names.BUDGET_DROPPED + "_total") - total(before, names.BUDGET_DROPPED + "_total")
+    assert dropped > 0, "B=2 of 8 experts should drop experts the verify tokens wanted"
+    got = budgeted["output_ids"]
+    agree = next((i for i, (a, b) in enumerate(zip(got, reference, strict=False)) if a != b), len(reference))
+    same = sum(a == b for a, b in zip(got, reference, strict=False))
+    print(
+        f"\nexpert budget B=2/8 (truncation): greedy prefix agreement {agree}/{len(reference)}, "
+        f"positions equal {same}/{len(reference)}, accept length {budgeted['meta_info']['spec_accept_length']:.2f}"
+    )
+
+
+def test_standalone_tree_k0_k1_k3_in_one_batch(tiny_models, engine_pool, reference):
+    """The same on the EAGLE V2 worker (STANDALONE, self-draft) with a draft tree (topk 2): K=1 cuts it mid-way."""
+    model = tiny_models["mixtral"]
+    spec = dict(algorithm="standalone", draft_model_path=str(model), num_steps=3, topk=2, num_draft_tokens=6)
+    url = engine_pool.url(engine_config(model, **spec))
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(hinted, url, policy="static", max_k=k) for k in (0, 1, 3)]
+        k0, k1, k3 = (f.result() for f in futures)
+    for out in (k0, k1, k3):
+        assert out["output_ids"] == reference
+    assert k0["meta_info"]["spec_num_correct_drafts"] == 0
+    assert 0 < k1["meta_info"]["spec_num_correct_drafts"] <= k1["meta_info"]["spec_verify_ct"]
+    assert k3["meta_info"]["spec_num_correct_drafts"] > k1["meta_info"]["spec_num_correct_drafts"]

@@ -1,0 +1,50 @@
+"""StepStats → moe_serve:* metrics: per request K, speculation off, accept per position, utility, experts."""
+
+from prometheus_client import CollectorRegistry
+
+from moe_sglang import metrics as m
+from service.policy import RequestStepStats, StepStats
+
+
+def recorded(policies, tenants, requests, unique=(), dropped=0):
+    registry = CollectorRegistry()
+    stats = StepStats(
+        now=1.0,
+        batch_size=len(requests),
+        requests=tuple(RequestStepStats(f"r{i}", k, a) for i, (k, a) in enumerate(requests)),
+        draft_s=0.01,
+        verify_s=0.1,
+        other_s=0.02,
+        unique_experts=unique,
+    )
+    m.SpecMetrics(registry).record(policies, tenants, stats, dropped)
+    return lambda name, **labels: registry.get_sample_value(name, labels)
+
+
+def test_mixed_step():
+    get = recorded(["static", "static", "cascade"], ["a", "b", "a"], [(0, 0), (3, 2), (2, 2)], unique=(3, 5), dropped=4)
+    assert get(m.SPEC_OFF + "_total", policy="static", tenant="a") == 1
+    assert get(m.SPEC_OFF + "_total", policy="static", tenant="b") is None
+    assert get(m.K_CHOSEN + "_sum", policy="static", tenant="b") == 3
+    assert [get(m.PROPOSED_AT + "_total", policy="static", position=str(p)) for p in (1, 2, 3)] == [1, 1, 1]
+    assert [get(m.ACCEPTED_AT + "_total", policy="static", position=str(p)) for p in (1, 2)] == [1, 1]
+    assert get(m.ACCEPTED_AT + "_total", policy="static", position="3") is None
+    # static: (1 + 3) emitted / (1 + 4) verified; cascade: 3 / 3
+    assert get(m.UTILITY + "_sum", policy="static") == 4 / 5
+    assert get(m.UTILITY + "_sum", policy="cascade") == 1.0
+    assert get(m.MIXED_STEPS + "_total") == 1
+    assert get(m.UNIQUE_EXPERTS + "_count", policy="mixed") == 2
+    assert get(m.UNIQUE_EXPERTS + "_bucket", policy="mixed", le="4.0") == 1
+    assert get(m.BUDGET_DROPPED + "_total", policy="mixed") == 4
+    assert get(m.STEP_SECONDS + "_sum", phase="verify") == 0.1
+
+
+def test_uniform_step_is_not_mixed():
+    get = recorded(["static"], ["a"], [(3, 3)])
+    assert get(m.MIXED_STEPS + "_total") == 0
+    assert get(m.ACCEPT_LENGTH + "_sum", policy="static", tenant="a") == 4
+
+
+def test_metrics_only_with_a_multiprocess_dir(monkeypatch):
+    monkeypatch.delenv(m.MULTIPROC_ENV, raising=False)
+    assert m.SpecMetrics.if_enabled() is None
