@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "up": ("service.up", "the embedded default: SGLang engine + gateway on one machine, OpenAI API on :8000"),
     "gateway": ("service.gateway.cli", "OpenAI-compatible multi-tenant gateway in front of SGLang servers"),
+    "model": ("service.models.cli", "build, train and inspect the embedded MoE model and its drafts"),
 }
 
 

@@ -1,0 +1,209 @@
+"""`moe-serve model {corpus,train,draft,inflate,stats,eval,card}`: build, train and inspect the embedded MoE (issue 3).
+
+Cheap to import: heavy modules are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+DEFAULT_WORK = Path("build/model")
+ASSETS = Path(__file__).parent / "assets"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="model_command", required=True)
+
+    corpus = sub.add_parser("corpus", help="build the offline corpus, train the tokenizer, encode tokens")
+    corpus.add_argument("--work", type=Path, default=DEFAULT_WORK, help="working directory (corpus/, tokens/)")
+    corpus.add_argument("--seed", type=int, default=0)
+    corpus.add_argument("--man-pages", type=int, default=1500)
+    corpus.add_argument("--vocab-size", type=int, default=8192)
+
+    train = sub.add_parser("train", help="train the MoE target or the dense draft")
+    train.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    train.add_argument("--arch", choices=("moe", "dense"), default="moe")
+    train.add_argument("--run", type=Path, help="run directory (checkpoint, log); default WORK/runs/ARCH")
+    train.add_argument("--export", type=Path, help="write the HF checkpoint here (bf16) when done")
+    train.add_argument("--steps", type=int, default=1000)
+    train.add_argument("--batch-size", type=int, default=16)
+    train.add_argument("--seq-len", type=int, default=256)
+    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--warmup", type=int, default=50)
+    train.add_argument("--balance-coef", type=float, default=0.01)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--threads", type=int, default=1)
+    train.add_argument("--max-minutes", type=float, default=0.0, help="stop early with a checkpoint (0 = no limit)")
+    train.add_argument("--tiny", action="store_true", help="a 2-layer width-64 model, for pipeline checks")
+
+    draft = sub.add_parser("draft", help="write the INT4 self-draft of a target checkpoint")
+    draft.add_argument("--target", type=Path, default=ASSETS / "moe-tiny")
+    draft.add_argument("--out", type=Path, default=DEFAULT_WORK / "moe-tiny-int4")
+    draft.add_argument("--group-size", type=int, default=128)
+
+    inflate = sub.add_parser("inflate", help="widen experts with zero units (function-preserving)")
+    inflate.add_argument("--src", type=Path, default=ASSETS / "moe-tiny")
+    inflate.add_argument("--out", type=Path, required=True)
+    inflate.add_argument("--intermediate-size", type=int, required=True)
+    inflate.add_argument("--verify", action="store_true", help="compare logits and greedy output with the source")
+
+    stats = sub.add_parser("stats", help="routing statistics (load, entropy, reuse, INT4 top-k agreement)")
+    stats.add_argument("--model", type=Path, default=ASSETS / "moe-tiny")
+    stats.add_argument("--draft", type=Path, help="INT4 self-draft to compare routing with")
+    stats.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    stats.add_argument("--tokens", type=int, default=4096, help="held-out tokens per domain")
+    stats.add_argument("--out", type=Path, default=DEFAULT_WORK / "routing_stats.json")
+
+    evaluate = sub.add_parser("eval", help="held-out loss vs unigram, samples, prompt-lookup acceptance")
+    evaluate.add_argument("--model", type=Path, default=ASSETS / "moe-tiny")
+    evaluate.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    evaluate.add_argument("--windows", type=int, default=32, help="held-out windows per domain for the loss")
+    evaluate.add_argument("--prompts", type=int, default=10, help="prompts per domain for acceptance")
+    evaluate.add_argument("--new-tokens", type=int, default=64)
+    evaluate.add_argument("--threads", type=int, default=1)
+    evaluate.add_argument("--out", type=Path, default=DEFAULT_WORK / "eval.json")
+
+    card = sub.add_parser("card", help="render the model card README.md from the measured reports")
+    card.add_argument("--model", type=Path, default=ASSETS / "moe-tiny")
+    card.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    card.add_argument("--run", type=Path, default=DEFAULT_WORK / "runs" / "moe", help="training run directory")
+    card.add_argument("--eval", type=Path, default=DEFAULT_WORK / "eval.json")
+    card.add_argument("--stats", type=Path, help="routing_stats.json to include")
+    card.add_argument("--draft-eval", type=Path, help="eval.json of the dense draft to include")
+    card.add_argument("--inflation", type=Path, help="inflation.json written by `inflate --verify`")
+    card.add_argument("--draft", type=Path, help="also write the dense draft's README.md (needs --draft-eval)")
+    card.add_argument("--draft-run", type=Path, default=DEFAULT_WORK / "runs" / "dense")
+
+
+def run(args: argparse.Namespace) -> int:
+    handler = {
+        "corpus": _corpus,
+        "train": _train,
+        "draft": _draft,
+        "inflate": _inflate,
+        "stats": _stats,
+        "eval": _eval,
+        "card": _card,
+    }[args.model_command]
+    return handler(args)
+
+
+def _corpus(args) -> int:
+    from service.models.corpus import DOMAINS, CorpusConfig, read_split, write_corpus
+    from service.models.tokenizer import encode_corpus, train_tokenizer
+
+    corpus_dir = args.work / "corpus"
+    manifest = write_corpus(CorpusConfig(seed=args.seed, man_pages=args.man_pages), corpus_dir)
+    texts = {d: read_split(corpus_dir, d, "train") for d in DOMAINS}
+    tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size)
+    tokenizer.save(str(args.work / "tokenizer.json"))
+    manifest["tokens"] = encode_corpus(tokenizer, corpus_dir, args.work / "tokens")
+    (args.work / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    print(json.dumps(manifest["tokens"], indent=2))
+    return 0
+
+
+def _train(args) -> int:
+    from service.models.batches import TokenData
+    from service.models.draft import DenseSpec
+    from service.models.tokenizer import EOS, load_tokenizer
+    from service.models.train import MoESpec, TrainConfig, export_hf, train
+
+    tokenizer = load_tokenizer(args.work / "tokenizer.json")
+    vocab, eos = tokenizer.get_vocab_size(), tokenizer.token_to_id(EOS)
+    if args.arch == "moe":
+        spec = (
+            MoESpec(hidden_size=64, num_layers=2, intermediate_size=128, num_heads=2, head_dim=32)
+            if args.tiny
+            else MoESpec()
+        )
+    else:
+        spec = (
+            DenseSpec(hidden_size=64, num_layers=2, intermediate_size=128, num_heads=2, head_dim=32)
+            if args.tiny
+            else DenseSpec()
+        )
+    config = TrainConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        lr=args.lr,
+        warmup=args.warmup,
+        balance_coef=args.balance_coef,
+        seed=args.seed,
+        threads=args.threads,
+        max_minutes=args.max_minutes,
+    )
+    run_dir = args.run or args.work / "runs" / args.arch
+    result = train(spec.to_config(vocab, eos), TokenData.load(args.work / "tokens", "train"), config, run_dir)
+    if args.export:
+        export_hf(result["model"], tokenizer, args.export)
+        summary = {k: v for k, v in result.items() if k != "model"}
+        (args.export / "training_summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("model", "train_config")}))
+    return 0
+
+
+def _draft(args) -> int:
+    from service.models.draft import make_int4_self_draft
+
+    print(json.dumps(make_int4_self_draft(args.target, args.out, args.group_size)))
+    return 0
+
+
+def _inflate(args) -> int:
+    from service.models.evaluate import SAMPLE_PROMPTS
+    from service.models.inflate import inflate_checkpoint
+
+    report = inflate_checkpoint(args.src, args.out, args.intermediate_size)
+    if args.verify:
+        from service.models.inflate import verify_inflation
+        from service.models.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(args.src)
+        prompts = [tokenizer.encode(text).ids for texts in SAMPLE_PROMPTS.values() for text in texts]
+        report["verify"] = verify_inflation(args.src, args.out, prompts)
+        (args.out / "inflation.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report))
+    verified = report.get("verify")
+    return 0 if verified is None or verified["greedy_identical"] == verified["prompts"] else 1
+
+
+def _stats(args) -> int:
+    from service.models.routing_stats import run_routing_stats
+
+    report = run_routing_stats(args.model, args.work / "tokens", args.tokens, args.draft)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report["summary"], indent=2))
+    return 0
+
+
+def _eval(args) -> int:
+    from service.models.evaluate import EvalConfig, run_evaluation
+
+    config = EvalConfig(windows=args.windows, prompts=args.prompts, new_tokens=args.new_tokens, threads=args.threads)
+    report = run_evaluation(args.model, args.work, config)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report["summary"], indent=2))
+    return 0
+
+
+def _card(args) -> int:
+    from service.models.card import render_card, render_draft_card
+
+    def read(path):
+        return json.loads(path.read_text()) if path else None
+
+    text = render_card(
+        args.model, args.work, args.run, read(args.eval), read(args.stats), read(args.draft_eval), read(args.inflation)
+    )
+    (args.model / "README.md").write_text(text)
+    print(f"wrote {args.model / 'README.md'}")
+    if args.draft:
+        (args.draft / "README.md").write_text(render_draft_card(args.draft, args.draft_run, read(args.draft_eval)))
+        print(f"wrote {args.draft / 'README.md'}")
+    return 0
