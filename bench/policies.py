@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,15 +62,30 @@ def adaptive_flag_verdict(log_path: Path) -> str:
     return "accepted (no 'disabled' warning in the engine log)"
 
 
-def measure(url: str, prompts: dict[str, list[str]], batches: tuple[int, ...], tokens: int, extra) -> list[dict]:
-    """One row per (prompt set, batch); `extra(batch)` gives the request's extra body for that batch size."""
+def measure(url: str, prompts: dict[str, list[str]], batches, tokens: int, variants: dict, repeats: int) -> list[dict]:
+    """One row per (variant, prompt set, batch). `variants[name](batch)` is the extra request body. Within a cell
+    the variants take turns, `repeats` rounds in rotated order, and each keeps the median of its rounds, so load
+    from other jobs on a shared machine falls on all of them alike."""
     model, rows = served_model(url), []
-    for name, texts in prompts.items():
+    names = list(variants)
+    for prompt_set, texts in prompts.items():
         for batch in batches:
-            _flush(url)
-            result = run_batch(url, model, texts[: max(batch, 2)], tokens, batch, extra(batch))
-            rows.append({"prompts": name, "batch": batch, **result})
+            runs: dict[str, list[dict]] = {n: [] for n in names}
+            for round_ in range(repeats):
+                for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                    _flush(url)
+                    runs[name].append(
+                        run_batch(url, model, texts[: max(batch, 2)], tokens, batch, variants[name](batch))
+                    )
+            for name in names:
+                rows.append(
+                    {"policy": name, "prompts": prompt_set, "batch": batch, "rounds": repeats, **_median(runs[name])}
+                )
     return rows
+
+
+def _median(results: list[dict]) -> dict:
+    return {key: statistics.median(r[key] for r in results) for key in results[0]}
 
 
 def _flush(url: str) -> None:
@@ -100,23 +116,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
     parser.add_argument("--batch", type=int, default=8, help="the moderate batch size")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds per cell (median kept)")
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2 prompt sets, short outputs, no peer")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: mixed prompts at batch 2, short outputs, no peer"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "policies")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context
-    tokens = 12 if args.quick else 48
-    batches = (1, min(args.batch, 2)) if args.quick else (1, args.batch)
+    tokens = 8 if args.quick else 48
+    batches = (2,) if args.quick else (1, args.batch)
     prompts = prompt_sets(max(batches), 160 if args.quick else 400)
     if args.quick:
-        prompts = {k: prompts[k] for k in ("code", "mixed")}
+        prompts = {"mixed": prompts["mixed"]}
 
-    rows, slo, verdict = sglang_rows(model, prompts, batches, tokens, folder, separate_baseline=not args.quick)
+    repeats = 1 if args.quick else args.repeats
+    rows, slo, verdict = sglang_rows(model, prompts, batches, tokens, folder, not args.quick, repeats)
     print(f"SGLang --speculative-adaptive on NGRAM: {verdict}")
 
-    peer = _peer(args, model, context, prompts, batches, tokens, folder)
+    peer = _peer(args, model, context, prompts, batches, tokens, folder, repeats)
     rows += peer["rows"]
     summary = summarize([r for r in rows if r["engine"] == "sglang"], BASELINE)
     if peer["rows"]:
@@ -141,17 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def sglang_rows(model: Path, prompts, batches, tokens: int, folder: Path, separate_baseline: bool):
+def sglang_rows(model: Path, prompts, batches, tokens: int, folder: Path, separate_baseline: bool, repeats: int):
     """Rows of every SGLang variant, the SLO hint per batch size, and SGLang's verdict on its adaptive flag.
     Without `separate_baseline` (--quick: one engine start) the baseline is a K=0 hint on the NGRAM engine."""
     rows: list[dict] = []
     if separate_baseline:
         plain = EngineConfig(model_path=str(model), port=0, max_running_requests=16)
         with running_engine(plain, log_path=folder / "engine-none.log") as url:
-            rows += [
-                {"engine": "sglang", "policy": BASELINE, **r}
-                for r in measure(url, prompts, batches, tokens, lambda b: {})
-            ]
+            rows += measure(url, prompts, batches, tokens, {BASELINE: lambda b: {}}, repeats)
     ngram = EngineConfig(
         model_path=str(model),
         port=0,
@@ -163,20 +180,17 @@ def sglang_rows(model: Path, prompts, batches, tokens: int, folder: Path, separa
     with running_engine(ngram, log_path=log) as url:
         if not separate_baseline:
             off = {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}}
-            rows += [
-                {"engine": "sglang", "policy": BASELINE, **r}
-                for r in measure(url, prompts, batches, tokens, lambda b: off)
-            ]
+            rows += measure(url, prompts, batches, tokens, {BASELINE: lambda b: off}, repeats)
         slo = {r["batch"]: r["tpot_p90_ms"] for r in rows if r["prompts"] == list(prompts)[-1]}
-        for v in HINTED:
-            hinted = lambda b, v=v: {"custom_params": {"moe_serve": {"tenant": "bench", "tpot_ms": slo[b], **v.hints}}}  # noqa: E731
-            rows += [
-                {"engine": "sglang", "policy": v.name, **r} for r in measure(url, prompts, batches, tokens, hinted)
-            ]
-        return rows, slo, adaptive_flag_verdict(log)
+
+        def hinted(v: Variant):
+            return lambda b: {"custom_params": {"moe_serve": {"tenant": "bench", "tpot_ms": slo[b], **v.hints}}}
+
+        rows += measure(url, prompts, batches, tokens, {v.name: hinted(v) for v in HINTED}, repeats)
+        return [{"engine": "sglang", **r} for r in rows], slo, adaptive_flag_verdict(log)
 
 
-def _peer(args, model: Path, context: int, prompts, batches, tokens: int, folder: Path) -> dict:
+def _peer(args, model: Path, context: int, prompts, batches, tokens: int, folder: Path, repeats: int) -> dict:
     if args.quick:
         return {"rows": [], "skipped": "--quick runs no peer"}
     python = vllm_python(args.vllm_venv)
@@ -185,8 +199,9 @@ def _peer(args, model: Path, context: int, prompts, batches, tokens: int, folder
     rows = []
     for name, draft in (("vllm-none", 0), ("vllm-ngram-3", MAX_K)):
         with running_vllm(python, model, draft, context, folder / f"{name}.log") as url:
-            for r in measure(url, prompts, batches, tokens, lambda b: {}):
-                rows.append({"engine": "vllm", "policy": name, **r})
+            rows += [
+                {"engine": "vllm", **r} for r in measure(url, prompts, batches, tokens, {name: lambda b: {}}, repeats)
+            ]
     return {"rows": rows, "skipped": None}
 
 

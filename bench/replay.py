@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,7 +47,8 @@ POLICIES = {
 
 
 def default_traces() -> Path:
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+    # as tests/traces/conftest.py: shared/ beside the repository, or MOE_SERVE_TRACES_DIR (e.g. from a git worktree)
+    return Path(os.environ.get("MOE_SERVE_TRACES_DIR") or Path(__file__).resolve().parents[2] / "shared" / "traces")
 
 
 def fitted_schedule(path: Path, context: int, max_output: int, requests: int) -> Schedule:
@@ -106,14 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=24, help="requests replayed per trace")
     parser.add_argument("--max-output", type=int, default=48, help="output tokens per request, at most")
     parser.add_argument("--load", type=float, default=0.7, help="offered load as a fraction of measured capacity")
-    parser.add_argument("--quick", action="store_true", help="smoke run: one trace, 4 short requests, 2 policies")
+    parser.add_argument("--quick", action="store_true", help="smoke run: one trace, 3 short requests, 2 policies")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "replay")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context
     traces = {"mooncake": TRACES["mooncake"]} if args.quick else TRACES
-    requests, max_output = (4, 8) if args.quick else (args.requests, args.max_output)
+    requests, max_output = (3, 6) if args.quick else (args.requests, args.max_output)
     policies = {k: POLICIES[k] for k in ("static-3", "moe-serve")} if args.quick else POLICIES
     missing = [name for name in traces.values() if not (args.traces / name).exists()]
     if missing:

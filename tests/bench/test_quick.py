@@ -3,6 +3,7 @@ PNG; run_all's results block renders from what they wrote. Sizes are tiny: this 
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from tests.moe_sglang.tiny_models import make_checkpoint
 
 HAVE_SGLANG = importlib.util.find_spec("sglang") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+TRACES = Path(os.environ.get("MOE_SERVE_TRACES_DIR") or Path(__file__).resolve().parents[3] / "shared" / "traces")
 
 
 @pytest.fixture(scope="module")
