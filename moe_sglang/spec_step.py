@@ -12,6 +12,7 @@ confidences and the STANDALONE drafter's scores are not read out, so verify_len 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from moe_sglang.hints import NO_POLICY, RequestHints, parse_hints
 from moe_sglang.metrics import SpecMetrics
 from moe_sglang.policies import PolicySet, StepPlan, policy_params_from_env
 from service.policy import RequestStepStats, RequestView, StepStats
+
+logger = logging.getLogger(__name__)
 
 RECENT_STEPS = 8  # verify steps of accept history shown to policies per request
 
@@ -62,7 +65,7 @@ class SpecRuntime:
             self.policies = PolicySet(model_shape(target_worker), policy_params_from_env())
             self.metrics = SpecMetrics.if_enabled()
         now = time.perf_counter()
-        hints = tuple(parse_hints(req.sampling_params.custom_params, self.no_hint_policy) for req in batch.reqs)
+        hints = tuple(self._hints(req) for req in batch.reqs)
         views = [
             RequestView(
                 request_id=req.rid,
@@ -74,10 +77,21 @@ class SpecRuntime:
             )
             for req, h in zip(batch.reqs, hints, strict=True)
         ]
-        plan = self.policies.plan(now, views, list(hints), max_k)
+        try:
+            plan = self.policies.plan(now, views, list(hints), max_k)
+        except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
+            logger.exception("speculation policies failed; verifying the full draft for this step")
+            plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(max_k for _ in views), None)
         context = sum(v.context_len for v in views)
         self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, context, now)
         return self.step
+
+    def _hints(self, req) -> RequestHints:
+        try:
+            return parse_hints(req.sampling_params.custom_params, self.no_hint_policy)
+        except ValueError as err:  # a client's malformed hint: warn, never fail the batch from the scheduler
+            logger.warning("request %s: ignoring moe_serve hints (%s)", req.rid, err)
+            return parse_hints(None, self.no_hint_policy)
 
     def end(self, state: StepState, result) -> StepStats:
         self.step = None

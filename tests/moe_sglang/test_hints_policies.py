@@ -102,3 +102,26 @@ def test_params_from_env_reach_the_policy():
 )
 def test_step_budget(hints, budget):
     assert PolicySet(SHAPE).plan(0.0, views(len(hints)), hints, max_k=3).expert_budget == budget
+
+
+class _Req:
+    def __init__(self, rid, custom_params):
+        self.rid, self.output_ids, self.origin_input_ids = rid, [1], [1, 2]
+        self.sampling_params = type("SP", (), {"custom_params": custom_params})()
+
+
+def test_runtime_survives_bad_hints_and_failing_policies(monkeypatch):
+    from moe_sglang.spec_step import SpecRuntime
+
+    runtime = SpecRuntime(policies=PolicySet(SHAPE))
+    batch = type(
+        "B", (), {"reqs": [_Req("a", {"moe_serve": {"max_k": -1}}), _Req("b", {"moe_serve": {"policy": "static"}})]}
+    )
+    state = runtime.begin(batch, None, max_k=3)
+    assert state.plan.ks == (3, 3) and state.plan.policies == ("sglang", "static")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("policy bug")
+
+    monkeypatch.setattr(runtime.policies, "plan", broken)
+    assert runtime.begin(batch, None, max_k=3).plan.ks == (3, 3)
