@@ -28,18 +28,19 @@ def served_model(url: str) -> str:
     return httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
 
 
-def complete(url: str, model: str, prompt: str, max_tokens: int, extra: dict | None = None) -> Completion:
+def complete(url: str, model: str, prompt: str | list[int], max_tokens: int, extra: dict | None = None) -> Completion:
     body = {
         "model": model,
         "prompt": prompt,
         "max_tokens": max_tokens,
         "temperature": 0.0,
         "ignore_eos": True,  # every request generates exactly max_tokens, so policies compare like for like
+        "skip_special_tokens": False,  # end-of-text tokens stream as text, so every token is timed
         "stream": True,
         "stream_options": {"include_usage": True},
         **(extra or {}),
     }
-    sent, first, tokens = time.perf_counter(), None, None
+    sent, first, tokens, error = time.perf_counter(), None, None, None
     with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=600) as resp:
         if resp.status_code != 200:
             raise RuntimeError(f"HTTP {resp.status_code}: {resp.read()[:300]!r}")
@@ -47,17 +48,18 @@ def complete(url: str, model: str, prompt: str, max_tokens: int, extra: dict | N
             if not line.startswith("data:") or line.strip() == "data: [DONE]":
                 continue
             chunk = json.loads(line[5:])
+            error = chunk.get("error") or error
             if first is None and any(c.get("text") for c in chunk.get("choices") or ()):
                 first = time.perf_counter()
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
     end = time.perf_counter()
     if first is None or tokens is None:
-        raise RuntimeError("stream ended without text or usage")
+        raise RuntimeError(f"stream ended without text or usage: {error or 'no error chunk'}")
     return Completion(ttft_s=first - sent, e2e_s=end - sent, output_tokens=tokens)
 
 
-def run_batch(url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int, extra=None) -> dict:
+def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency: int, extra=None) -> dict:
     """All prompts, `concurrency` in flight at a time; TPOT over requests and output tokens per wall second."""
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:

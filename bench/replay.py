@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from bench._common import out_dir, table, write_json
+from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._load import run_batch, served_model
 from bench._models import read_checkpoint, resolve_model
 from moe_sglang.launch import EngineConfig, SpeculationConfig
@@ -31,7 +32,6 @@ from moe_sglang.server import running_engine
 from service.traces import replay as replay_module
 from service.traces import schedule as sched
 from service.traces.formats import load_trace
-from service.traces.prompts import PromptBuilder
 from service.traces.report import Slo, goodput, summarize
 from service.traces.types import Schedule
 
@@ -59,6 +59,30 @@ def fitted_schedule(path: Path, context: int, max_output: int, requests: int) ->
     return Schedule(s.requests[:requests], f"{s.source}/first{requests}")
 
 
+def heldout_streams(tokenizer, docs: int = 12) -> list[list[int]]:
+    """One token stream per domain: held-out documents of the bundled model's corpus, concatenated."""
+    return [
+        [t for doc in heldout_documents(domain, docs) for t in tokenizer(doc)["input_ids"]]
+        for domain in PROMPT_SETS.values()
+    ]
+
+
+def trace_prompts(s: Schedule, streams: list[list[int]]) -> list[list[int]]:
+    """Request i gets exactly its trace input length of held-out tokens, domains taking turns. Held-out text rather
+    than service.traces.prompts' random words: on random words the small model soon emits only end-of-text tokens,
+    which n-gram drafts predict trivially, flattering speculation."""
+    out = []
+    for i, r in enumerate(s.requests):
+        stream = streams[i % len(streams)]
+        if len(stream) < r.input_tokens:
+            raise RuntimeError(
+                f"held-out stream of {len(stream)} tokens is shorter than a {r.input_tokens}-token prompt"
+            )
+        start = (i * 997) % (len(stream) - r.input_tokens + 1)
+        out.append(stream[start : start + r.input_tokens])
+    return out
+
+
 def scaled_to(s: Schedule, capacity_tokens_per_s: float, load: float) -> Schedule:
     """Arrivals compressed so the offered output-token rate is `load` × capacity."""
     offered = sum(r.output_tokens for r in s.requests) / max(s.duration_s, 1e-9)
@@ -67,14 +91,16 @@ def scaled_to(s: Schedule, capacity_tokens_per_s: float, load: float) -> Schedul
 
 @contextlib.contextmanager
 def hinted_bodies(hints: dict | None):
-    """Adds `custom_params.moe_serve` to every replayed request. ReplayConfig has no field for extra body keys yet,
-    so the body builder is wrapped for the duration of one replay."""
+    """Adds `custom_params.moe_serve` (and skip_special_tokens=False) to every replayed request. ReplayConfig has no
+    field for extra body keys yet, so the body builder is wrapped for the duration of one replay."""
     original = replay_module._body
-    if hints is not None:
-        replay_module._body = lambda config, prompt, n: {
-            **original(config, prompt, n),
-            "custom_params": {"moe_serve": hints},
-        }
+    extra = {} if hints is None else {"custom_params": {"moe_serve": hints}}
+    # end-of-text tokens (ignore_eos keeps generating) are then streamed as text, which the replayer times
+    replay_module._body = lambda config, prompt, n: {
+        **original(config, prompt, n),
+        "skip_special_tokens": False,
+        **extra,
+    }
     try:
         yield
     finally:
@@ -123,11 +149,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import transformers
 
-    builder = PromptBuilder(transformers.AutoTokenizer.from_pretrained(model))
+    streams = heldout_streams(transformers.AutoTokenizer.from_pretrained(model))
     schedules, prompts = {}, {}
     for name, file in traces.items():
-        schedules[name] = fitted_schedule(args.traces / file, context, max_output, requests)
-        prompts[name] = [builder.build(r) for r in schedules[name].requests]
+        # SGLang keeps input + output below the context length: one token of room
+        schedules[name] = fitted_schedule(args.traces / file, context - 1, max_output, requests)
+        prompts[name] = trace_prompts(schedules[name], streams)
 
     rows, slo, meta = [], {}, {}
     ngram = EngineConfig(
@@ -141,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         off = None if not args.quick else {"policy": "static", "max_k": 0}
         plain = ngram if args.quick else EngineConfig(model_path=str(model), port=0, max_running_requests=16)
         url = stack.enter_context(running_engine(plain, log_path=folder / "engine-none.log"))
-        texts = [p for ps in prompts.values() for p in ps][:8]
+        texts = [p for ps in prompts.values() for p in ps][:8]  # token ids
         extra = None if off is None else {"custom_params": {"moe_serve": off}}
         capacity = run_batch(url, served_model(url), texts, max_output, 8, extra)["tokens_per_s"]
         for name in traces:
