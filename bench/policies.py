@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = out_dir(args.out, "policies")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context
-    tokens = 8 if args.quick else 48
+    tokens = 8 if args.quick else 32
     batches = (2,) if args.quick else (1, args.batch)
     prompts = prompt_sets(max(batches), 160 if args.quick else 400)
     if args.quick:

@@ -7,8 +7,9 @@ top-k. Two sweeps per model:
 - natural: real routing of held-out text, t = 1..K+1 (what a verify step of K drafts costs);
 - forced: t = K+1 tokens routed over exactly u experts per layer, u = top_k..min(E, t·top_k) (time vs unique experts
   with the token count fixed; outputs are meaningless there, only the time is used).
-Next to them: MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/cost_model.py) turned into time by a least-squares fit
-time = a + c·t + b·(L·unique) over the measured points, and the bandwidth limit = bytes of the unique experts /
+Next to them: a least-squares fit time = a + c·t + b·(L·unique) over all measured points of a model (pred_fit_ms),
+MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/cost_model.py) put in place of the measured unique experts of the
+natural sweep (pred_moesd_ms: how far uniform routing is from the real router), and the bandwidth limit = bytes of the unique experts /
 memory bandwidth of this machine (a large torch copy, read+write bytes / time).
 
     python -m bench.verify_cost [--model PATH] [--inflate 4] [--max-k 7] [--quick] [--out DIR]
@@ -102,7 +103,8 @@ def _row(ckpt: MoeCheckpoint, sweep: str, tokens: int, times: list[float], uniqu
         "sweep": sweep,
         "tokens": tokens,
         "unique_per_layer": unique,
-        "moesd_n_t": expected_experts(tokens, ckpt.num_experts, ckpt.top_k),
+        # MoESD's uniform-routing prediction only describes natural routing
+        "moesd_n_t": expected_experts(tokens, ckpt.num_experts, ckpt.top_k) if sweep == "natural" else None,
         "time_ms": min(times) * 1e3,  # best of the repeats: other jobs on a shared machine only add time
         "expert_bytes": unique * ckpt.num_layers * ckpt.expert_params * 4,
     }
@@ -116,8 +118,9 @@ def add_predictions(rows: list[dict], ckpt: MoeCheckpoint, bandwidth: float) -> 
     y = np.array([r["time_ms"] for r in mine])
     (a, c, b), *_ = np.linalg.lstsq(x, y, rcond=None)
     for r in mine:
-        r["pred_moesd_ms"] = a + c * r["tokens"] + b * ckpt.num_layers * r["moesd_n_t"]
-        r["pred_measured_ms"] = a + c * r["tokens"] + b * ckpt.num_layers * r["unique_per_layer"]
+        r["pred_fit_ms"] = a + c * r["tokens"] + b * ckpt.num_layers * r["unique_per_layer"]
+        if r["moesd_n_t"] is not None:
+            r["pred_moesd_ms"] = a + c * r["tokens"] + b * ckpt.num_layers * r["moesd_n_t"]
         r["bw_limit_ms"] = r["expert_bytes"] / bandwidth * 1e3
     return {"fixed_ms": a, "per_token_ms": c, "per_expert_ms": b}
 
@@ -146,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         for ckpt in models:
             rows += measure_model(ckpt, texts, max_k, repeats, min(prefix, ckpt.context - max_k - 1))
             fits[ckpt.path.name] = add_predictions(rows, ckpt, bandwidth)
-    columns = ["model", "sweep", "tokens", "unique_per_layer", "moesd_n_t", "time_ms", "pred_moesd_ms", "bw_limit_ms"]
+    columns = ["model", "sweep", "tokens", "unique_per_layer", "moesd_n_t", "time_ms", "pred_moesd_ms", "pred_fit_ms"]
+    columns.append("bw_limit_ms")
     print(f"memory bandwidth (torch copy): {bandwidth / 1e9:.2f} GB/s, {args.threads} thread(s)")
     print(table(rows, columns))
     path = write_json(

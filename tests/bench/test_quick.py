@@ -47,7 +47,8 @@ def test_verify_cost(bundled_model, results):
     assert {r["model"] for r in data["rows"]} == {"moe-tiny", "moe-tiny-x4"}
     assert {r["sweep"] for r in data["rows"]} == {"natural", "forced"}
     for r in data["rows"]:
-        assert r["time_ms"] > 0 and finite(r["pred_moesd_ms"]) and r["bw_limit_ms"] > 0
+        assert r["time_ms"] > 0 and finite(r["pred_fit_ms"]) and r["bw_limit_ms"] > 0
+        assert (r["sweep"] == "natural") == finite(r.get("pred_moesd_ms"))
         assert 1 <= r["unique_per_layer"] <= 8
 
 
