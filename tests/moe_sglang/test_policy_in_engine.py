@@ -83,6 +83,16 @@ def test_policy_switches_per_request_without_restart(engine, engine_pool, refere
     assert engine_pool.starts == starts
 
 
+def test_openai_route_carries_gateway_hints(engine):
+    """The gateway's wire shape: a top-level custom_params on /v1/completions reaches the policies."""
+    model = httpx.get(f"{engine}/v1/models", timeout=30).json()["data"][0]["id"]
+    hints = {"tenant": "acme", "slo_class": "interactive", "ttft_ms": 300.0, "policy": "cascade", "priority": 10}
+    before = total(scrape(engine), names.K_CHOSEN + "_count", policy="cascade", tenant="acme")
+    body = {"model": model, "prompt": PROMPT, "max_tokens": 8, "temperature": 0, "custom_params": {"moe_serve": hints}}
+    httpx.post(f"{engine}/v1/completions", json=body, timeout=300).raise_for_status()
+    assert total(scrape(engine), names.K_CHOSEN + "_count", policy="cascade", tenant="acme") > before
+
+
 def test_step_metrics_exported(engine):
     hinted(engine, policy="static")
     samples = scrape(engine)
