@@ -119,8 +119,8 @@ def add_predictions(rows: list[dict], ckpt: MoeCheckpoint, bandwidth: float) -> 
     (a, c, b), *_ = np.linalg.lstsq(x, y, rcond=None)
     for r in mine:
         r["pred_fit_ms"] = a + c * r["tokens"] + b * ckpt.num_layers * r["unique_per_layer"]
-        if r["moesd_n_t"] is not None:
-            r["pred_moesd_ms"] = a + c * r["tokens"] + b * ckpt.num_layers * r["moesd_n_t"]
+        n_t = r["moesd_n_t"]
+        r["pred_moesd_ms"] = None if n_t is None else a + c * r["tokens"] + b * ckpt.num_layers * n_t
         r["bw_limit_ms"] = r["expert_bytes"] / bandwidth * 1e3
     return {"fixed_ms": a, "per_token_ms": c, "per_expert_ms": b}
 
@@ -175,9 +175,8 @@ def _plot(rows: list[dict], path: Path) -> None:
             pts = [r for r in rows if r["model"] == model and r["sweep"] == sweep]
             line = ax.plot([r[x] for r in pts], [r["time_ms"] for r in pts], "o-", label=f"{model} measured")[0]
             style = {"color": line.get_color()}
-            ax.plot(
-                [r[x] for r in pts], [r["pred_moesd_ms"] for r in pts], "--", label=f"{model} MoESD N(t) fit", **style
-            )
+            pred, label = ("pred_moesd_ms", "MoESD N(t)") if sweep == "natural" else ("pred_fit_ms", "linear fit")
+            ax.plot([r[x] for r in pts], [r[pred] for r in pts], "--", label=f"{model} {label}", **style)
             ax.plot(
                 [r[x] for r in pts], [r["bw_limit_ms"] for r in pts], ":", label=f"{model} bandwidth limit", **style
             )
