@@ -17,6 +17,7 @@ import platform
 import shutil
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from bench._markdown import md_table
@@ -67,8 +68,13 @@ def machine_facts() -> dict:
 def run_bench(name: str, folder: Path, quick: bool, model: str | None) -> dict:
     argv = ["--out", str(folder / name)] + (["--quick"] if quick else []) + (["--model", model] if model else [])
     start = time.perf_counter()
-    code = importlib.import_module(f"bench.{name}").main(argv)
-    return {"bench": name, "exit_code": code, "seconds": time.perf_counter() - start}
+    error = None
+    try:
+        code = importlib.import_module(f"bench.{name}").main(argv)
+    except Exception as e:  # one failed bench must not cost the others' results; the report says what failed
+        traceback.print_exc()
+        code, error = 1, f"{type(e).__name__}: {e}"[:300]
+    return {"bench": name, "exit_code": code, "seconds": time.perf_counter() - start, "error": error}
 
 
 def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: str) -> str:
@@ -82,10 +88,12 @@ def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: s
         f"Machine: {facts['cpu']}, {facts['cores']} cores, {facts['memory_gb']} GB RAM, {facts['platform']}; "
         f"load average {facts['load_average_at_start']:.1f} at start (a shared machine: compare ratios within a run).",
         "",
-        md_table(runs, ["bench", "exit_code", "seconds"]),
+        md_table(runs, ["bench", "exit_code", "seconds", "error"]),
     ]
     for run in runs:
         name = run["bench"]
+        if run["exit_code"] != 0:
+            continue
         data = json.loads((folder / name / f"{name}.json").read_text())
         shutil.copyfile(folder / name / f"{name}.png", plots / f"{name}.png")
         lines += ["", f"## {TITLES[name]}", "", f"`python -m bench.{name}`", ""]

@@ -95,7 +95,7 @@ def test_results_block_renders_from_bench_json(bundled_model, results):
     if not done:
         run_quick("verify_cost", bundled_model, results)
         done = ["verify_cost"]
-    runs = [{"bench": n, "exit_code": 0, "seconds": 1.0} for n in done]
+    runs = [{"bench": n, "exit_code": 0, "seconds": 1.0, "error": None} for n in done]
     text = render(results, results / "RESULTS.md", runs, machine_facts(), "python -m bench.run_all --quick")
     for name in done:
         rows = json.loads((results / name / f"{name}.json").read_text())["rows"]
