@@ -25,7 +25,7 @@ import torch
 from bench._common import out_dir, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
-from bench._routing import probed_routers
+from bench._routing import RoutingProbe, probed_routers
 
 MODES = ("truncation", "substitution")
 VERIFY_TOKENS = 4  # K + 1 with K = 3, the engine's NGRAM depth
@@ -48,10 +48,14 @@ def windows(ckpt: MoeCheckpoint, count: int, prefix: int) -> list[torch.Tensor]:
     return out
 
 
-def verify_forward(model, ids: torch.Tensor, prefix: int) -> tuple[torch.Tensor, float]:
-    """Logits [VERIFY_TOKENS, V] of a verify forward after a freshly cached prefix, and its time in seconds."""
+def verify_forward(model, probe: RoutingProbe, ids: torch.Tensor, prefix: int) -> tuple[torch.Tensor, float]:
+    """Logits [VERIFY_TOKENS, V] of a verify forward after a freshly cached prefix, and its time in seconds. The
+    prefix is prefilled without a budget (MoE-Spec budgets verification only); the probe then sees only the verify."""
+    budget, probe.budget = probe.budget, None
     with torch.no_grad():
         cache = model(ids[None, :prefix], use_cache=True).past_key_values
+        probe.budget = budget
+        probe.reset()
         chunk = ids[None, prefix : prefix + VERIFY_TOKENS]
         positions = torch.arange(prefix, prefix + VERIFY_TOKENS)[None]
         start = time.perf_counter()
@@ -66,8 +70,8 @@ def sweep(ckpt: MoeCheckpoint, wins: list[torch.Tensor], prefix: int, repeats: i
     budgets = [None, *range(ckpt.num_experts - 1, ckpt.top_k - 1, -1)]
     rows = []
     with probed_routers(model) as probe:
-        verify_forward(model, wins[0], prefix)  # warm-up
-        reference = [verify_forward(model, ids, prefix)[0].argmax(-1) for ids in wins]
+        verify_forward(model, probe, wins[0], prefix)  # warm-up
+        reference = [verify_forward(model, probe, ids, prefix)[0].argmax(-1) for ids in wins]
         for mode in MODES:
             for budget in budgets:
                 if budget is None and mode != MODES[0]:
@@ -77,8 +81,7 @@ def sweep(ckpt: MoeCheckpoint, wins: list[torch.Tensor], prefix: int, repeats: i
                 for ids, ref in zip(wins, reference, strict=True):
                     best = float("inf")
                     for _ in range(repeats):
-                        probe.reset()
-                        logits, elapsed = verify_forward(model, ids, prefix)
+                        logits, elapsed = verify_forward(model, probe, ids, prefix)
                         best = min(best, elapsed)
                     times.append(best)
                     unique.append(sum(probe.unique) / len(probe.unique))

@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benches {sorted(unknown)}; choose from {BENCHES}")
     folder = Path(args.out) if args.out else Path("bench") / "results"
     report = folder / "RESULTS.md" if args.out else Path("bench") / "RESULTS.md"
+    # engines run in their own sessions: a SIGTERM must unwind the benches' `with` blocks so they stop them
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     facts = machine_facts()
     runs = [run_bench(name, folder, args.quick, args.model) for name in names]
     command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
