@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
     parser.add_argument("--batch", type=int, default=8, help="the moderate batch size")
-    parser.add_argument("--repeats", type=int, default=2, help="rounds per cell (median kept)")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds per cell (median kept); 2+ on a noisy machine")
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: mixed prompts at batch 2, short outputs, no peer"

@@ -4,7 +4,8 @@ number in it is read from the JSON the benches just wrote, with the command and 
     python -m bench.run_all [--quick] [--only verify_cost,budget,...] [--out DIR] [--model PATH]
 
 Writes the JSON/PNG of each bench under DIR/<bench>/ (default bench/results/), and the report to bench/RESULTS.md
-with its figures copied to bench/plots/ (with --out: DIR/RESULTS.md and DIR/plots/).
+with its figures copied to bench/plots/ (with --out: DIR/RESULTS.md and DIR/plots/). The report shows the latest
+result of every bench in DIR, each with the time it was measured, so `--only` re-runs a subset.
 """
 
 from __future__ import annotations
@@ -91,13 +92,14 @@ def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: s
         "",
         md_table(runs, ["bench", "exit_code", "seconds", "error"]),
     ]
-    for run in runs:
-        name = run["bench"]
-        if run["exit_code"] != 0:
+    failed = {r["bench"] for r in runs if r["exit_code"] != 0}
+    for name in BENCHES:
+        # the latest result of every bench in the folder: this run's, or an earlier one's (its time says which)
+        if name in failed or not (folder / name / f"{name}.json").exists():
             continue
         data = json.loads((folder / name / f"{name}.json").read_text())
         shutil.copyfile(folder / name / f"{name}.png", plots / f"{name}.png")
-        lines += ["", f"## {TITLES[name]}", "", f"`python -m bench.{name}`", ""]
+        lines += ["", f"## {TITLES[name]}", "", f"`python -m bench.{name}` (measured {data['machine']['at']})", ""]
         lines += _notes(name, data)
         lines += [md_table(data["rows"], COLUMNS[name]), "", f"![{name}](plots/{name}.png)"]
         if name == "policies":
