@@ -35,6 +35,7 @@ from moe_sglang.server import running_engine
 
 MAX_K = 3  # NGRAM engine drafts up to 3 tokens (4 verified per request)
 BASELINE = "none"
+PROMPT_TOKENS = 128  # prompt length cap, tokens
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,15 @@ HINTED = (
     Variant("adaspec", {"policy": "adaspec"}),
     Variant("moe-serve", {"policy": "moe-serve"}),
 )
+
+
+def as_token_ids(prompts: dict[str, list[str]], model: Path, limit: int) -> dict[str, list[list[int]]]:
+    """Prompts as at most `limit` token ids (dense text such as digits can take a token per character), sent as
+    ids so both engines see exactly the same prompt."""
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
+    return {name: [tokenizer(t)["input_ids"][:limit] for t in texts] for name, texts in prompts.items()}
 
 
 def adaptive_flag_verdict(log_path: Path) -> str:
@@ -131,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts = prompt_sets(max(batches), 160 if args.quick else 400)
     if args.quick:
         prompts = {"mixed": prompts["mixed"]}
+    prompts = as_token_ids(prompts, model, min(PROMPT_TOKENS, context - tokens - 1))
 
     repeats = 1 if args.quick else args.repeats
     rows, slo, verdict = sglang_rows(model, prompts, batches, tokens, folder, not args.quick, repeats)

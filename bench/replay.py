@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         off = None if not args.quick else {"policy": "static", "max_k": 0}
         plain = ngram if args.quick else EngineConfig(model_path=str(model), port=0, max_running_requests=16)
         url = stack.enter_context(running_engine(plain, log_path=folder / "engine-none.log"))
-        texts = [p for ps in prompts.values() for p in ps][:8]  # token ids
+        # token ids, cut so that max_output more tokens fit the context
+        texts = [p[: context - 1 - max_output] for ps in prompts.values() for p in ps][:8]
         extra = None if off is None else {"custom_params": {"moe_serve": off}}
         capacity = run_batch(url, served_model(url), texts, max_output, 8, extra)["tokens_per_s"]
         for name in traces:
