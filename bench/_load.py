@@ -1,0 +1,75 @@
+"""Closed-loop load for engine benches: streamed `/v1/completions` requests, timed on the client like
+`vllm bench serve` (TTFT = send -> first text, TPOT = (E2E - TTFT) / (output tokens - 1)). Works against SGLang and
+vLLM alike; engine-specific fields (SGLang's `custom_params` hints) go in `extra`."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import statistics
+import time
+from dataclasses import dataclass
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Completion:
+    ttft_s: float  # seconds from send to the first streamed text
+    e2e_s: float  # seconds from send to the end of the stream
+    output_tokens: int  # tokens generated (server usage)
+
+    @property
+    def tpot_s(self) -> float | None:  # seconds per output token after the first
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+
+
+def served_model(url: str) -> str:
+    return httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
+
+
+def complete(url: str, model: str, prompt: str | list[int], max_tokens: int, extra: dict | None = None) -> Completion:
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "ignore_eos": True,  # every request generates exactly max_tokens, so policies compare like for like
+        "skip_special_tokens": False,  # end-of-text tokens stream as text, so every token is timed
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **(extra or {}),
+    }
+    sent, first, tokens, error = time.perf_counter(), None, None, None
+    with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=600) as resp:
+        if resp.status_code != 200:
+            raise RuntimeError(f"HTTP {resp.status_code}: {resp.read()[:300]!r}")
+        for line in resp.iter_lines():
+            if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                continue
+            chunk = json.loads(line[5:])
+            error = chunk.get("error") or error
+            if first is None and any(c.get("text") for c in chunk.get("choices") or ()):
+                first = time.perf_counter()
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    end = time.perf_counter()
+    if first is None or tokens is None:
+        raise RuntimeError(f"stream ended without text or usage: {error or 'no error chunk'}")
+    return Completion(ttft_s=first - sent, e2e_s=end - sent, output_tokens=tokens)
+
+
+def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency: int, extra=None) -> dict:
+    """All prompts, `concurrency` in flight at a time; TPOT over requests and output tokens per wall second."""
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        done = list(pool.map(lambda p: complete(url, model, p, max_tokens, extra), prompts))
+    wall = time.perf_counter() - start
+    tpots = sorted(c.tpot_s for c in done if c.tpot_s is not None)
+    return {
+        "requests": len(done),
+        "tpot_ms": statistics.mean(tpots) * 1e3,
+        "tpot_p90_ms": tpots[min(int(0.9 * len(tpots)), len(tpots) - 1)] * 1e3,
+        "ttft_ms": statistics.mean(c.ttft_s for c in done) * 1e3,
+        "tokens_per_s": sum(c.output_tokens for c in done) / wall,
+    }
