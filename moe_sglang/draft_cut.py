@@ -6,10 +6,14 @@ matching draft (greedy, `verify_tree_greedy`) or per accepted sample (`tree_spec
 Clearing `retrieve_next_token` at every node of depth >= K_i ends that walk at depth K_i, so request i can accept at
 most K_i drafts, and with K_i = 0 the root's bonus token is the target's own next token: plain decoding (issue 8).
 
-What this does not do: save compute. The verify forward still runs every drafted token of every request (the batch
-keeps one rectangular [bs, n] layout, the attention backend and CUDA graphs are built for it). Saving that work needs
-a ragged verify: per-request draft_token_num in the verify input, extend_seq_lens of K_i + 1, cache locations and
-tree masks laid out per request, and graphs captured per (bs, Σ K_i) bucket.
+Cutting alone saves no compute: the verify forward would still run every drafted token of every request. So a step
+whose policies chose K_i below the drafted depth also narrows the verify (`narrow_verify`): every request's tree is
+cut down to its first W = max_i K_i + 1 nodes (root included). Parents precede children in the node order, so the
+kept nodes form a tree again; for a chain they are exactly the first K drafts, for a tree the first W - 1 drafts in
+node order (fewer siblings to choose from, still lossless: verification accepts only what the target agrees with).
+The layout stays rectangular ([bs, W], what SGLang's attention backends and result processing expect), so the batch
+pays for its deepest request: with one request, or K chosen alike, verify work follows K exactly. A fully ragged verify (per-request lengths in extend_seq_lens, tree masks and cache locations laid
+out per request, CUDA graphs per token-count bucket) is not done.
 """
 
 from __future__ import annotations
@@ -67,3 +71,48 @@ def acceptable_tokens(
     depths = node_depths(next_token.tolist(), next_sibling.tolist())
     flags = [[1.0 if 0 <= d <= k else 0.0 for d in depth] for depth, k in zip(depths, max_depths, strict=True)]
     return torch.tensor(flags).reshape(-1).to(next_token.device, non_blocking=True)
+
+
+def parents_precede_children(tree_mask: torch.Tensor) -> bool:
+    """tree_mask [bs, n, n], [b, i, j] = node j is an ancestor of (or is) node i. True when every ancestor has a lower
+    index, so the first W nodes of a tree are a tree again (NGRAM builds its trees so; checked, not assumed)."""
+    return not bool(torch.triu(tree_mask.bool(), diagonal=1).any())
+
+
+def narrow_verify(width: int, bs: int, n: int, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The verify inputs of a [bs, n] draft layout cut to its first `width` nodes per request.
+
+    `tensors`: draft_tokens, positions, out_cache_loc ([bs * n]), tree_mask ([bs * n * n], the draft-only mask),
+    retrieve_next_token and retrieve_next_sibling ([bs, n]). Children and siblings are linked in increasing index
+    order (SGLang's reconstruct_indices_from_tree_mask), so dropping links to nodes >= width leaves exactly the links
+    among the kept nodes. retrieve_index is rebuilt for the new stride."""
+    if not 1 <= width <= n:
+        raise ValueError(f"verify width must be in [1, {n}], got {width}")
+
+    def rows(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(bs, n)[:, :width].contiguous()
+
+    def links(t: torch.Tensor) -> torch.Tensor:
+        kept = rows(t)
+        return torch.where(kept >= width, torch.full_like(kept, -1), kept)
+
+    index = tensors["retrieve_next_token"]
+    return {
+        "draft_tokens": rows(tensors["draft_tokens"]).reshape(-1),
+        "positions": rows(tensors["positions"]).reshape(-1),
+        "out_cache_loc": rows(tensors["out_cache_loc"]).reshape(-1),
+        "tree_mask": tensors["tree_mask"].reshape(bs, n, n)[:, :width, :width].contiguous().reshape(-1),
+        "retrieve_next_token": links(tensors["retrieve_next_token"]),
+        "retrieve_next_sibling": links(tensors["retrieve_next_sibling"]),
+        "retrieve_index": (
+            torch.arange(bs, device=index.device)[:, None] * width + torch.arange(width, device=index.device)
+        ).to(index.dtype),
+    }
+
+
+def widen_rows(flat: torch.Tensor, bs: int, width: int, n: int) -> torch.Tensor:
+    """[bs * width] -> [bs * n], each row padded with zeros: a narrowed step's accepted tokens in the [bs, n] stride
+    that SGLang's scheduler and batch merging expect of this worker."""
+    out = flat.new_zeros(bs, n)
+    out[:, :width] = flat.reshape(bs, width)
+    return out.reshape(-1)

@@ -37,6 +37,10 @@ UNIQUE_EXPERTS = "moe_serve:verify_unique_experts"
 # sum by (policy) (rate(moe_serve:verify_budget_dropped_experts_total[5m]))   -- experts the budget kept out, all layers
 BUDGET_DROPPED = "moe_serve:verify_budget_dropped_experts"
 
+# sum (rate(moe_serve:verify_tokens_total[5m])) / sum (rate(moe_serve:spec_step_seconds_count{phase="verify"}[5m]))
+#   tokens one verify forward processed (all requests; fewer than batch x draft when the verify was narrowed)
+VERIFY_TOKENS = "moe_serve:verify_tokens"
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 K_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 LENGTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17)
@@ -69,6 +73,7 @@ class SpecMetrics:
         self.step_seconds = Histogram(
             STEP_SECONDS, "Step time by phase", ["phase"], buckets=SECONDS_BUCKETS, registry=r
         )
+        self.verify_tokens = Counter(VERIFY_TOKENS, "Tokens processed by verify forwards", registry=r)
         self.mixed = Counter(MIXED_STEPS, "Steps with K = 0 and K > 0 requests in one batch", registry=r)
         self.unique = Histogram(
             UNIQUE_EXPERTS,
@@ -97,7 +102,9 @@ class SpecMetrics:
                     self.accepted_at.labels(policy, str(position)).inc()
         for policy in dict.fromkeys(policies):
             mine = [r for p, r in zip(policies, stats.requests, strict=True) if p == policy]
-            self.utility.labels(policy).observe(sum(r.accepted + 1 for r in mine) / sum(r.k + 1 for r in mine))
+            verified = len(mine) * stats.verify_width if stats.verify_width else sum(r.k + 1 for r in mine)
+            self.utility.labels(policy).observe(sum(r.accepted + 1 for r in mine) / verified)
+        self.verify_tokens.inc(stats.verify_tokens)
         for phase, seconds in (("draft", stats.draft_s), ("verify", stats.verify_s), ("other", stats.other_s)):
             self.step_seconds.labels(phase).observe(seconds)
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"

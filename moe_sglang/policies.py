@@ -70,13 +70,17 @@ class PolicySet:
             self.builds += 1
         return self._policies[name]
 
-    def plan(self, now: float, views: list[RequestView], hints: list[RequestHints], max_k: int) -> StepPlan:
+    def plan(
+        self, now: float, views: list[RequestView], hints: list[RequestHints], max_k: int, layout: str = "fixed"
+    ) -> StepPlan:
+        """`layout`: how this step's verify forward will be laid out (service.policy.types.VERIFY_LAYOUTS)."""
         names = [self.resolve(h.policy) for h in hints]
         ks = [max_k] * len(views)
         budgets: list[tuple[int, ...] | None] = []
         for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
-            decision: Decision = self.get(name).decide(BatchView(now, tuple(views[i] for i in rows), max_k))
+            view = BatchView(now, tuple(views[i] for i in rows), max_k, verify_layout=layout)
+            decision: Decision = self.get(name).decide(view)
             for i, d in zip(rows, decision.requests, strict=True):
                 ks[i] = min(d.verify_len, max_k)
             budgets.append(decision.expert_budget)

@@ -36,6 +36,7 @@ class StepState:
     hints: tuple[RequestHints, ...]  # per request
     plan: StepPlan  # the policies' decision
     max_k: int  # draft depth the drafter produced this step
+    verify_width: int  # tokens per request in the verify forward (draft tree nodes; fewer once narrowed)
     context_tokens: int  # tokens in the batch's KV caches at step start
     started: float  # seconds, perf_counter at step start
     draft_s: float = 0.0  # seconds in draft phases
@@ -43,6 +44,7 @@ class StepState:
     accept_lens: torch.Tensor | None = None  # [bs] accepted drafts + 1, from verification
     unique_experts: tuple[int, ...] = ()  # [num_layers] experts touched by the verify forward
     dropped_experts: int = 0  # experts the budget kept out, over all layers
+    narrowed_from: int = 0  # the worker's own verify width when this step was narrowed (spec_hooks); 0 = not
 
 
 @dataclass
@@ -50,6 +52,7 @@ class SpecRuntime:
     """Per scheduler process: the policies, the step in flight, accept history, metrics."""
 
     budget_mode: str = "truncation"  # expert_budget.BUDGET_MODES
+    narrow: bool = True  # narrow NGRAM verify forwards to the width the chosen K need (spec_hooks)
     no_hint_policy: str = NO_POLICY  # policy of requests that carry no moe_serve hints
     policies: PolicySet | None = None  # built at the first step (needs the model shape)
     metrics: SpecMetrics | None = None
@@ -60,7 +63,7 @@ class SpecRuntime:
     steps: int = 0  # steps recorded in this process
     last: StepStats | None = None  # the latest step's stats (tests, debugging)
 
-    def begin(self, batch, target_worker, max_k: int) -> StepState:
+    def begin(self, batch, target_worker, max_k: int, verify_width: int, layout: str = "fixed") -> StepState:
         if self.policies is None:
             self.policies = PolicySet(model_shape(target_worker), policy_params_from_env())
             self.metrics = SpecMetrics.if_enabled()
@@ -78,12 +81,12 @@ class SpecRuntime:
             for req, h in zip(batch.reqs, hints, strict=True)
         ]
         try:
-            plan = self.policies.plan(now, views, list(hints), max_k)
+            plan = self.policies.plan(now, views, list(hints), max_k, layout)
         except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
             logger.exception("speculation policies failed; verifying the full draft for this step")
             plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(max_k for _ in views), None)
         context = sum(v.context_len for v in views)
-        self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, context, now)
+        self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, verify_width, context, now)
         return self.step
 
     def _hints(self, req) -> RequestHints:
@@ -110,7 +113,8 @@ class SpecRuntime:
             other_s=max(now - state.started - state.draft_s - state.verify_s, 0.0),
             unique_experts=state.unique_experts,
             context_tokens=state.context_tokens,
-            draft_steps=state.max_k,
+            draft_steps=0,  # the drafter runs the same whatever K is chosen: a fixed cost of the step
+            verify_width=state.verify_width,
         )
         for name in dict.fromkeys(state.plan.policies):
             # every policy sees the whole step: its cost model fits step time against the whole batch's work

@@ -32,6 +32,13 @@ class RequestView:
     ] = ()  # drafter probability of each token drafted this step (empty before drafting)
 
 
+# ragged: request i verifies its own K_i + 1 tokens (the simulator; a ragged verify forward).
+# rectangular: every request verifies max_i K_i + 1 tokens, K_i only caps what it may accept (moe-serve's SGLang
+# integration where it narrows the verify: moe_sglang/draft_cut.py).
+# fixed: every request verifies the whole draft (max_k + 1) whatever K is chosen; K only caps acceptance.
+VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
+
+
 @dataclass(frozen=True)
 class BatchView:
     """The decode batch at the start of a step."""
@@ -39,10 +46,21 @@ class BatchView:
     now: float  # seconds, engine clock (policies never read a clock themselves)
     requests: tuple[RequestView, ...]  # the running decode requests
     max_k: int  # draft tokens, the most the engine's drafter can produce per request this step
+    verify_layout: str = "ragged"  # VERIFY_LAYOUTS: how the engine's verify forward is laid out
 
     def __post_init__(self) -> None:
         if self.max_k < 0:
             raise ValueError(f"max_k must be >= 0, got {self.max_k}")
+        if self.verify_layout not in VERIFY_LAYOUTS:
+            raise ValueError(f"verify_layout must be one of {VERIFY_LAYOUTS}, got {self.verify_layout!r}")
+
+    def verify_tokens(self, ks: list[int]) -> int:
+        """Tokens the target verifies if request i keeps ks[i] drafts."""
+        if self.verify_layout == "rectangular":
+            return len(ks) * (max(ks, default=0) + 1)
+        if self.verify_layout == "fixed":
+            return len(ks) * (self.max_k + 1)
+        return sum(ks) + len(ks)
 
 
 @dataclass(frozen=True)
@@ -94,14 +112,18 @@ class StepStats:
     other_s: float  # seconds outside draft and verify (sampling, scheduling, bookkeeping)
     unique_experts: tuple[int, ...] = ()  # [num_layers] distinct experts activated in the verify forward
     context_tokens: int = 0  # tokens in all KV caches of the batch
-    draft_steps: int = 0  # sequential draft forwards run this step (the largest K drafted, before trimming)
+    draft_steps: int = 0  # sequential draft forwards that depended on the decision (the largest K drafted); 0 when
+    # the drafter's work is fixed per step (the SGLang engine): draft_s then counts as fixed step cost
+    verify_width: int = 0  # tokens per request in a rectangular verify; 0 = each request verified its k + 1
 
     @property
     def step_s(self) -> float:  # seconds, wall time of the whole step
         return self.draft_s + self.verify_s + self.other_s
 
     @property
-    def verify_tokens(self) -> int:  # tokens the target processed: each request's k drafts + 1
+    def verify_tokens(self) -> int:  # tokens the target processed
+        if self.verify_width:
+            return self.batch_size * self.verify_width
         return sum(r.k + 1 for r in self.requests)
 
     @property

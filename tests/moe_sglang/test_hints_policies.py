@@ -117,11 +117,11 @@ def test_runtime_survives_bad_hints_and_failing_policies(monkeypatch):
     batch = type(
         "B", (), {"reqs": [_Req("a", {"moe_serve": {"max_k": -1}}), _Req("b", {"moe_serve": {"policy": "static"}})]}
     )
-    state = runtime.begin(batch, None, max_k=3)
+    state = runtime.begin(batch, None, max_k=3, verify_width=4)
     assert state.plan.ks == (3, 3) and state.plan.policies == ("sglang", "static")
 
     def broken(*args, **kwargs):
         raise RuntimeError("policy bug")
 
     monkeypatch.setattr(runtime.policies, "plan", broken)
-    assert runtime.begin(batch, None, max_k=3).plan.ks == (3, 3)
+    assert runtime.begin(batch, None, max_k=3, verify_width=4).plan.ks == (3, 3)

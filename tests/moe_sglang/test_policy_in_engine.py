@@ -71,6 +71,22 @@ def test_k0_next_to_k3_in_one_batch(engine, reference):
     assert total(samples, names.SPEC_OFF + "_total", tenant="on") == 0
 
 
+@pytest.mark.parametrize(("max_k", "width"), [(0, 1), (1, 2), (3, 4)])
+def test_verify_narrows_to_the_chosen_k(engine, reference, max_k, width):
+    """Alone in the batch, a request's K sets how many tokens the verify forward runs (K + 1), output unchanged."""
+    def counts():
+        samples = scrape(engine)
+        steps = total(samples, names.STEP_SECONDS + "_count", phase="verify")
+        return total(samples, names.VERIFY_TOKENS + "_total"), steps
+
+    tokens_before, steps_before = counts()
+    out = hinted(engine, policy="static", max_k=max_k)
+    assert out["output_ids"] == reference
+    tokens, steps = counts()
+    assert steps - steps_before >= out["meta_info"]["spec_verify_ct"] > 0
+    assert tokens - tokens_before == width * (steps - steps_before)
+
+
 def test_policy_switches_per_request_without_restart(engine, engine_pool, reference):
     starts = engine_pool.starts
     for policy in ("static", "sglang_adaptive", "cascade", "moe-serve", "adaspec"):

@@ -6,7 +6,7 @@ from moe_sglang import metrics as m
 from service.policy import RequestStepStats, StepStats
 
 
-def recorded(policies, tenants, requests, unique=(), dropped=0):
+def recorded(policies, tenants, requests, unique=(), dropped=0, width=0):
     registry = CollectorRegistry()
     stats = StepStats(
         now=1.0,
@@ -16,6 +16,7 @@ def recorded(policies, tenants, requests, unique=(), dropped=0):
         verify_s=0.1,
         other_s=0.02,
         unique_experts=unique,
+        verify_width=width,
     )
     m.SpecMetrics(registry).record(policies, tenants, stats, dropped)
     return lambda name, **labels: registry.get_sample_value(name, labels)
@@ -37,6 +38,15 @@ def test_mixed_step():
     assert get(m.UNIQUE_EXPERTS + "_bucket", policy="mixed", le="4.0") == 1
     assert get(m.BUDGET_DROPPED + "_total", policy="mixed") == 4
     assert get(m.STEP_SECONDS + "_sum", phase="verify") == 0.1
+
+
+def test_rectangular_verify_counts_every_request_at_the_width():
+    # widths: the verify ran 3 tokens for each of 2 requests although one may accept none
+    get = recorded(["static", "static"], ["a", "a"], [(0, 0), (2, 2)], width=3)
+    assert get(m.VERIFY_TOKENS + "_total") == 6
+    assert get(m.UTILITY + "_sum", policy="static") == 4 / 6
+    ragged = recorded(["static", "static"], ["a", "a"], [(0, 0), (2, 2)])
+    assert ragged(m.VERIFY_TOKENS + "_total") == 4
 
 
 def test_uniform_step_is_not_mixed():
