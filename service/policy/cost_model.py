@@ -129,7 +129,8 @@ class StepTimeModel:
         draft_s: float,
         other_s: float,
     ) -> None:
-        """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it)."""
+        """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
+        draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`."""
         if unique_experts:
             mean_unique = sum(unique_experts) / len(unique_experts)
             if tokens > requests:  # only steps with drafts tell anything about affinity
@@ -142,6 +143,8 @@ class StepTimeModel:
         self._verify_rows.append(([1.0, float(tokens), total], verify_s))
         if draft_steps:
             self._draft_rows.append(([float(draft_steps), float(draft_tokens)], draft_s))
+        else:
+            other_s += draft_s
         self._other = other_s if self._other is None else 0.9 * self._other + 0.1 * other_s
 
     def refit(self) -> None:
@@ -152,6 +155,8 @@ class StepTimeModel:
             verify = fit_scaled(self._verify_rows, verify, self._ridge)
         if self._draft_rows:
             draft = fit_scaled(self._draft_rows, draft, self._ridge)
+        elif self._verify_rows:
+            draft = (0.0, 0.0)  # steps measured, none with decision-dependent drafting: drafting is in `other`
         self.coef = StepCoefficients(
             verify_fixed=max(verify[0], 0.0),
             per_token=max(verify[1], 0.0),

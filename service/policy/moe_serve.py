@@ -12,6 +12,10 @@
            K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1);
            keep the D with the lowest J, stop after two depths without improvement. A configuration with T > cap
            (slo.step_time_cap) loses to any within the cap; among those over it, the faster wins.
+  layout   the rule above is for a ragged verify (each request verifies K_r + 1 tokens). Where the engine verifies
+           every request at the batch's deepest K (BatchView.verify_layout "rectangular": n = B·(D + 1)) a shallower
+           K_r saves nothing, so each depth D sets K_r = min(D, cap_r) for all; where it verifies the whole draft
+           whatever K is ("fixed") cost does not depend on K and the full draft wins.
   probing  a request kept at K = 0 for P steps drafts K = 1 once to refresh p_r1; P doubles each time the probe
            does not lead to speculation (Cascade's back-off), and resets to P0 when it does.
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
@@ -71,7 +75,7 @@ class MoeServePolicy:
             self._interval = {k: v for k, v in self._interval.items() if k in live}
         k_cap = min(self.k_max, batch.max_k)
         probs = [self.accept.get(r.request_id) for r in reqs]
-        ks = self.allocate(probs, [k_cap] * len(reqs), step_time_cap(batch), drafting=True)
+        ks = self.allocate(probs, [k_cap] * len(reqs), step_time_cap(batch), drafting=True, layout=batch)
         self._probing = set()
         for i, r in enumerate(reqs):
             rid = r.request_id
@@ -86,7 +90,7 @@ class MoeServePolicy:
                 self._probing.add(rid)
                 self._idle[rid] = 0
                 self._interval[rid] = min(2 * interval, self.max_probe_every)
-        if self._probing and self._time(ks, drafting=True) > step_time_cap(batch):
+        if self._probing and self._time(ks, drafting=True, layout=batch) > step_time_cap(batch):
             for i, r in enumerate(reqs):  # a probe must not break an SLO either
                 if r.request_id in self._probing:
                     ks[i] = 0
@@ -102,7 +106,7 @@ class MoeServePolicy:
             p = list(r.draft_confidences[: d.k]) + self.accept.get(r.request_id)[len(r.draft_confidences) : d.k]
             probs.append(p or [0.0])
             caps.append(d.k)
-        lens = self.allocate(probs, caps, step_time_cap(batch), drafting=False)
+        lens = self.allocate(probs, caps, step_time_cap(batch), drafting=False, layout=batch)
         for i, (r, d) in enumerate(zip(batch.requests, decision.requests, strict=True)):
             if d.request_id in self._probing:
                 lens[i] = d.k  # a probe exists to measure acceptance: verify it
@@ -115,15 +119,25 @@ class MoeServePolicy:
             expert_budget=decision.expert_budget,
         )
 
-    def allocate(self, probs: list[list[float]], caps: list[int], cap_s: float, drafting: bool) -> list[int]:
-        """K per request (module docstring); probs[r][i] = P(accept draft i+1 | drafts 1..i accepted).
+    def allocate(
+        self, probs: list[list[float]], caps: list[int], cap_s: float, drafting: bool, layout: BatchView | None = None
+    ) -> list[int]:
+        """K per request (module docstring); probs[r][i] = P(accept draft i+1 | drafts 1..i accepted); `layout`:
+        the batch whose verify layout prices the tokens (None = ragged).
 
         With `drafting`, the depth D is searched from 1 up until two depths in a row bring no improvement (one
         is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins); without it
         (trim), the drafts exist already and one pass starts from caps."""
         chains = [_chain(p, c) for p, c in zip(probs, caps, strict=True)]
         zero = [0] * len(chains)
-        best_ks, best = zero, self._objective(zero, chains, cap_s, drafting)
+        best_ks, best = zero, self._objective(zero, chains, cap_s, drafting, layout)
+        if layout is not None and layout.verify_layout != "ragged":
+            for depth in range(1, max(caps, default=0) + 1):
+                ks = [min(depth, c) for c in caps]
+                key = self._objective(ks, chains, cap_s, drafting, layout)
+                if key < best:
+                    best_ks, best = ks, key
+            return best_ks
         if not drafting:
             ks, key = self._eliminate(chains, list(caps), cap_s, drafting)
             return ks if key < best else best_ks
@@ -138,9 +152,11 @@ class MoeServePolicy:
                     break  # J has stopped improving with depth
         return best_ks
 
-    def _objective(self, ks: list[int], chains: list[list[float]], cap_s: float, drafting: bool) -> tuple[int, float]:
+    def _objective(
+        self, ks: list[int], chains: list[list[float]], cap_s: float, drafting: bool, layout: BatchView | None = None
+    ) -> tuple[int, float]:
         """Sort key of a configuration: within the cap, by J = T · Σ 1/e_r; over it, after all, by T."""
-        t = self._time(ks, drafting)
+        t = self._time(ks, drafting, layout)
         harmonic = sum(1.0 / (1.0 + sum(c[:k])) for c, k in zip(chains, ks, strict=True))
         return (1, t) if t > cap_s else (0, t * harmonic)
 
@@ -177,8 +193,8 @@ class MoeServePolicy:
                 heapq.heappush(heap, (1.0 / (e[i] - chains[i][ks[i] - 1]) - 1.0 / e[i], i))
         return ks, best
 
-    def _time(self, ks: list[int], drafting: bool) -> float:
-        tokens = sum(ks) + len(ks)
+    def _time(self, ks: list[int], drafting: bool, layout: BatchView | None = None) -> float:
+        tokens = sum(ks) + len(ks) if layout is None else layout.verify_tokens(ks)
         if not drafting:
             return self.model.verify_time(tokens, len(ks), self.expert_budget)
         return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget)

@@ -12,6 +12,7 @@ def batch(
     confidences: tuple[float, ...] = (),
     prefix: str = "r",
     context: int = 500,
+    layout: str = "ragged",
 ) -> BatchView:
     slo = None if tpot_s is None else SloClass("test", tpot_s=tpot_s)
     return BatchView(
@@ -20,6 +21,7 @@ def batch(
             RequestView(f"{prefix}{i}", slo=slo, context_len=context, draft_confidences=confidences) for i in range(n)
         ),
         max_k=max_k,
+        verify_layout=layout,
     )
 
 

@@ -108,3 +108,14 @@ def test_predicted_step_time_uses_fitted_coefficients_and_budget():
 def test_bad_shape_is_rejected():
     with pytest.raises(ValueError):
         MoeShape(8, 9, 1)
+
+
+def test_fixed_drafting_counts_as_step_overhead():
+    """A drafter that does the same work whatever K is (draft_steps = 0): no draft coefficients, its time is `other`."""
+    model = StepTimeModel(MoeShape(64, 8, 4), TRUTH)
+    for batch in (1, 2, 4, 8) * 10:
+        model.add(batch * 4, batch, [], 0, 3 * batch, verify_s=0.01, draft_s=0.003, other_s=0.001)
+    model.refit()
+    assert model.coef.per_draft_step == 0.0 and model.coef.per_draft_token == 0.0
+    assert model.coef.other == pytest.approx(0.004)
+    assert model.step_time(8, 2, draft_steps=3, draft_tokens=6) == pytest.approx(model.verify_time(8, 2) + 0.004)

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +30,35 @@ def trained(n, p_accept, **kw):
 def test_batch_awareness_table(batch_size, p_accept, speculates):
     d = trained(batch_size, p_accept).decide(batch(batch_size))
     assert (sum(r.k for r in d.requests) > 0) == speculates
+
+
+@pytest.mark.parametrize("batch_size", [1, 4, 16])
+@pytest.mark.parametrize("p_accept", [0.02, 0.5, 0.95])
+def test_rectangular_verify_gives_the_batch_one_depth(batch_size, p_accept):
+    """Where every request verifies the deepest K, a shallower K saves nothing: one depth for all (or none)."""
+    ks = {r.k for r in trained(batch_size, p_accept).decide(batch(batch_size, layout="rectangular")).requests}
+    assert len(ks) == 1
+
+
+def test_rectangular_depth_is_the_best_priced_one():
+    policy = trained(4, 0.7, k_max=5)
+    view = batch(4, layout="rectangular")
+    chosen = policy.decide(view).requests[0].k
+    chains = [[0.7**i for i in range(1, 6)]] * 4
+    keys = {d: policy._objective([d] * 4, chains, float("inf"), True, view) for d in range(6)}
+    assert keys[chosen] == min(keys.values())
+
+
+@pytest.mark.parametrize("p_accept", [0.02, 0.5])
+def test_fixed_verify_cost_drafts_the_whole_depth(p_accept):
+    """An engine that drafts and verifies the whole depth whatever K is chosen: cutting K only loses tokens."""
+    policy = trained(3, p_accept, k_max=3, refit_every=1)
+    for _ in range(20):  # what such an engine reports: every step verifies 4 tokens per request, drafting is fixed
+        step = stats([3, 3, 3], [0, 0, 0], 0.02, prefix="old")
+        policy.observe(replace(step, draft_s=0.005, draft_steps=0, verify_width=4))
+    assert policy.model.coef.per_draft_step == 0.0
+    d = policy.decide(batch(3, max_k=3, layout="fixed"))
+    assert [r.k for r in d.requests] == [3, 3, 3]
 
 
 def test_speculates_more_at_moderate_batch_than_at_small_batch():

@@ -42,3 +42,21 @@ def test_decision_k_of():
     assert d.k_of("a") == 2 and d.k_of("b") == 0
     with pytest.raises(KeyError):
         d.k_of("c")
+
+
+@pytest.mark.parametrize(("layout", "tokens"), [("ragged", 2 + 4 + 1), ("rectangular", 3 * 4), ("fixed", 3 * 6)])
+def test_verify_tokens_by_layout(layout, tokens):
+    view = BatchView(now=0.0, requests=(), max_k=5, verify_layout=layout)
+    assert view.verify_tokens([1, 3, 0]) == tokens
+
+
+def test_unknown_verify_layout_is_rejected():
+    with pytest.raises(ValueError, match="verify_layout"):
+        BatchView(now=0.0, requests=(), max_k=3, verify_layout="jagged")
+
+
+def test_step_verify_tokens_follow_the_width():
+    requests = (RequestStepStats("a", 0, 0), RequestStepStats("b", 2, 1))
+    common = dict(now=0.0, batch_size=2, requests=requests, draft_s=0.0, verify_s=0.1, other_s=0.0)
+    assert StepStats(**common).verify_tokens == 1 + 3
+    assert StepStats(**common, verify_width=3).verify_tokens == 6
