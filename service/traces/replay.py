@@ -32,6 +32,7 @@ class ReplayConfig:
     spec_stats: bool = True  # ask an SGLang server for per-request speculation stats
     lead_s: float = 0.05  # seconds between starting the clock and the schedule's time 0
     headers: dict[str, str] = field(default_factory=dict)  # extra HTTP headers (e.g. Authorization)
+    extra_body: dict = field(default_factory=dict)  # extra request fields (e.g. SGLang's custom_params hints)
 
     @property
     def endpoint(self) -> str:
@@ -114,7 +115,7 @@ def _body(config: ReplayConfig, prompt: str | list[int], max_tokens: int) -> dic
     }
     if config.spec_stats:
         body["return_spec_tokens_details"] = True
-    return body
+    return {**body, **config.extra_body}
 
 
 async def _send(

@@ -127,7 +127,7 @@ def test_narrowed_tree_is_the_same_tree_up_to_the_width():
     # tree: 0 -> {1, 2}, node 3 (child of 1) is gone; chain: 0 -> 1 -> 2 and 2's child is gone
     assert cut["retrieve_next_token"].tolist() == [[1, -1, -1], [1, 2, -1]]
     assert cut["retrieve_next_sibling"].tolist() == [[-1, 2, -1], [-1, -1, -1]]
-    for b, (row_next, row_sib) in enumerate(zip(cut["retrieve_next_token"], cut["retrieve_next_sibling"])):
+    for b, (row_next, row_sib) in enumerate(zip(cut["retrieve_next_token"], cut["retrieve_next_sibling"], strict=True)):
         expected = tree_mask(row_next.tolist(), row_sib.tolist())
         assert torch.equal(cut["tree_mask"].reshape(bs, width, width)[b], expected)
 

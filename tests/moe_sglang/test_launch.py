@@ -95,3 +95,10 @@ def test_cli_builds_the_same_config():
     config = args._module.engine_config(args)
     assert config.model_path == "/m" and config.speculation.draft_model_path == "/d" and config.speculation.topk == 2
     assert config.extra_args == ("--enable-metrics",)
+
+
+def test_engine_threads_reach_the_server_environment():
+    assert server_env(EngineConfig(device="cpu", threads=2), base={})["OMP_NUM_THREADS"] == "2"
+    assert "OMP_NUM_THREADS" not in server_env(EngineConfig(device="cpu"), base={})
+    with pytest.raises(ValueError, match="threads"):
+        EngineConfig(threads=0)

@@ -74,6 +74,7 @@ def test_k0_next_to_k3_in_one_batch(engine, reference):
 @pytest.mark.parametrize(("max_k", "width"), [(0, 1), (1, 2), (3, 4)])
 def test_verify_narrows_to_the_chosen_k(engine, reference, max_k, width):
     """Alone in the batch, a request's K sets how many tokens the verify forward runs (K + 1), output unchanged."""
+
     def counts():
         samples = scrape(engine)
         steps = total(samples, names.STEP_SECONDS + "_count", phase="verify")

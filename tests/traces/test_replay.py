@@ -76,3 +76,11 @@ async def test_zero_output_requests_are_refused():
 def test_endpoint_url():
     assert ReplayConfig(url="http://h:1/", model="m").endpoint == "http://h:1/v1/completions"
     assert ReplayConfig(url="http://h:1/v1/completions", model="m").endpoint == "http://h:1/v1/completions"
+
+
+async def test_extra_body_fields_reach_the_server(server):
+    # the scripted server streams max_tokens tokens and answers spec stats only when asked: both come from extra_body
+    config = ReplayConfig(url=server, model="m", extra_body={"max_tokens": 2, "return_spec_tokens_details": False})
+    result = await replay(_schedule(2, rate=20.0, n_out=6), ["x", "y"], config)
+    assert [r.output_tokens for r in result.records] == [2, 2]
+    assert all(r.spec is None for r in result.records)
