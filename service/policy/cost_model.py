@@ -88,7 +88,13 @@ class StepTimeModel:
     """Predicts step time of a hypothetical (tokens, draft) configuration; refits itself from measured steps."""
 
     def __init__(
-        self, shape: MoeShape, prior: StepCoefficients, window: int = 256, ridge: float = 1e-3, affinity: float = 0.0
+        self,
+        shape: MoeShape,
+        prior: StepCoefficients,
+        window: int = 256,
+        ridge: float = 1e-3,
+        affinity: float = 0.0,
+        warmup: int = 1,
     ) -> None:
         self.shape = shape
         self.coef = prior  # current coefficients (the prior until data arrives)
@@ -98,6 +104,7 @@ class StepTimeModel:
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._other: float | None = None
         self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
+        self._warmup = warmup  # first steps not fitted: they pay one-time costs (the engine's first step: +40 %)
 
     def experts(self, tokens: float, requests: int, budget: int | None = None) -> float:
         """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all."""
@@ -131,6 +138,9 @@ class StepTimeModel:
     ) -> None:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
         draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`."""
+        if self._warmup > 0:
+            self._warmup -= 1
+            return
         if unique_experts:
             mean_unique = sum(unique_experts) / len(unique_experts)
             if tokens > requests:  # only steps with drafts tell anything about affinity

@@ -1,4 +1,4 @@
-"""`moe-serve`: Cascade's utility, made batch-aware with MoESD's expert cost, under AdaSpec's SLO cap (issue 4).
+"""`moe-serve`: Cascade's utility, made batch-aware with MoESD's expert cost, under a TPOT SLO (issue 4).
 
   e_r(K)   = 1 + Σ_{i<=K} Π_{j<=i} p_rj          expected tokens of request r (p from acceptance.AcceptanceTracker,
                                                   or the drafter's confidences once known, in `trim`)
@@ -10,8 +10,13 @@
              = (ETR gain of r, as harmonic share) / (marginal step time it adds for the whole batch)
   rule     for draft depth D = 1, 2, ... (drafting is batch-wide, so each depth carries a fixed cost): start at
            K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1);
-           keep the D with the lowest J, stop after two depths without improvement. A configuration with T > cap
-           (slo.step_time_cap) loses to any within the cap; among those over it, the faster wins.
+           keep the D with the lowest J, stop after two depths without improvement.
+  SLO      a TPOT target bounds the expected time per token of the worst-off request, T / min_r e_r <= cap
+           (cap = the tightest target in the batch, slo.step_time_cap): a TPOT SLO is a mean over a request's
+           tokens, and speculation lowers it even though a step takes longer. (AdaSpec bounds the step itself,
+           T <= cap, as if every request got one token: with a target near plain-decode TPOT that forbids any
+           speculation.) A configuration over the bound loses to any within it; among those over it, the lower
+           T / min_r e_r wins.
   layout   the rule above is for a ragged verify (each request verifies K_r + 1 tokens). Where the engine verifies
            every request at the batch's deepest K (BatchView.verify_layout "rectangular": n = B·(D + 1)) a shallower
            K_r saves nothing, so each depth D sets K_r = min(D, cap_r) for all; where it verifies the whole draft
@@ -90,7 +95,7 @@ class MoeServePolicy:
                 self._probing.add(rid)
                 self._idle[rid] = 0
                 self._interval[rid] = min(2 * interval, self.max_probe_every)
-        if self._probing and self._time(ks, drafting=True, layout=batch) > step_time_cap(batch):
+        if self._probing and self._over_slo(ks, probs, batch):
             for i, r in enumerate(reqs):  # a probe must not break an SLO either
                 if r.request_id in self._probing:
                     ks[i] = 0
@@ -152,13 +157,17 @@ class MoeServePolicy:
                     break  # J has stopped improving with depth
         return best_ks
 
+    def _over_slo(self, ks: list[int], probs: list[list[float]], batch: BatchView) -> bool:
+        chains = [_chain(p, k) for p, k in zip(probs, ks, strict=True)]
+        return self._objective(ks, chains, step_time_cap(batch), True, batch)[0] == 1
+
     def _objective(
         self, ks: list[int], chains: list[list[float]], cap_s: float, drafting: bool, layout: BatchView | None = None
     ) -> tuple[int, float]:
-        """Sort key of a configuration: within the cap, by J = T · Σ 1/e_r; over it, after all, by T."""
+        """Sort key of a configuration: within the SLO, by J = T · Σ 1/e_r; over it, after all, by T / min_r e_r."""
         t = self._time(ks, drafting, layout)
-        harmonic = sum(1.0 / (1.0 + sum(c[:k])) for c, k in zip(chains, ks, strict=True))
-        return (1, t) if t > cap_s else (0, t * harmonic)
+        e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]
+        return _key(t, sum(1.0 / x for x in e), min(e, default=1.0), cap_s)
 
     def _eliminate(
         self, chains: list[list[float]], ks: list[int], cap_s: float, drafting: bool
@@ -169,24 +178,27 @@ class MoeServePolicy:
         harmonic = sum(1.0 / x for x in e)
         tokens, drafted, depth = sum(ks) + len(ks), sum(ks), max(ks, default=0)
 
-        def key(tokens: int, drafted: int, harmonic: float) -> tuple[int, float]:
+        def key(tokens: int, drafted: int, harmonic: float, least: float) -> tuple[int, float]:
             if drafting:
                 t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget)
             else:
                 t = self.model.verify_time(tokens, len(ks), self.expert_budget)
-            return (1, t) if t > cap_s else (0, t * harmonic)
+            return _key(t, harmonic, least, cap_s)
 
-        best = key(tokens, drafted, harmonic)
+        least = min(e, default=1.0)  # dropping a draft only lowers e_i, so the new minimum is min(least, e_i')
+        best = key(tokens, drafted, harmonic, least)
         heap = [(1.0 / (e[i] - chains[i][k - 1]) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
         heapq.heapify(heap)
         step_draft = 1 if drafting else 0
         while heap:
             loss, i = heap[0]
-            trial = key(tokens - 1, drafted - step_draft, harmonic + loss)
+            trial_least = min(least, e[i] - chains[i][ks[i] - 1])
+            trial = key(tokens - 1, drafted - step_draft, harmonic + loss, trial_least)
             if trial >= best:
                 break
             heapq.heappop(heap)
             best, tokens, drafted, harmonic = trial, tokens - 1, drafted - step_draft, harmonic + loss
+            least = trial_least
             e[i] -= chains[i][ks[i] - 1]
             ks[i] -= 1
             if ks[i] > 0:
@@ -219,6 +231,12 @@ class MoeServePolicy:
         self._steps += 1
         if self._steps % self.refit_every == 0:
             self.model.refit()
+
+
+def _key(step_s: float, harmonic: float, least_tokens: float, cap_s: float) -> tuple[int, float]:
+    """(0, J) within the SLO, (1, expected TPOT of the worst-off request) over it: tuples sort within-SLO first."""
+    worst_tpot = step_s / least_tokens
+    return (1, worst_tpot) if worst_tpot > cap_s else (0, step_s * harmonic)
 
 
 def _chain(p: list[float], depth: int) -> list[float]:
