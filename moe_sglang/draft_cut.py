@@ -7,8 +7,9 @@ Clearing `retrieve_next_token` at every node of depth >= K_i ends that walk at d
 most K_i drafts, and with K_i = 0 the root's bonus token is the target's own next token: plain decoding (issue 8).
 
 Cutting alone saves no compute: the verify forward would still run every drafted token of every request. So a step
-whose policies chose K_i below the drafted depth also narrows the verify (`narrow_verify`): every request's tree is
-cut down to its first W = max_i K_i + 1 nodes (root included). Parents precede children in the node order, so the
+whose policies chose K_i below the drafted depth, or whose drafter found less than that (NGRAM has no draft at all
+for most steps of text it has not seen repeated), also narrows the verify (`narrow_verify`): every request's tree is
+cut down to its first W = max_i min(K_i, D_i) + 1 nodes (root included), D_i the depth of its draft tree. Parents precede children in the node order, so the
 kept nodes form a tree again; for a chain they are exactly the first K drafts, for a tree the first W - 1 drafts in
 node order (fewer siblings to choose from, still lossless: verification accepts only what the target agrees with).
 The layout stays rectangular ([bs, W], what SGLang's attention backends and result processing expect), so the batch
@@ -71,6 +72,11 @@ def acceptable_tokens(
     depths = node_depths(next_token.tolist(), next_sibling.tolist())
     flags = [[1.0 if 0 <= d <= k else 0.0 for d in depth] for depth, k in zip(depths, max_depths, strict=True)]
     return torch.tensor(flags).reshape(-1).to(next_token.device, non_blocking=True)
+
+
+def draft_depths(next_token: torch.Tensor, next_sibling: torch.Tensor) -> list[int]:
+    """Depth of each request's draft tree: the most drafts it could have accepted (0 = the drafter found nothing)."""
+    return [max(depth) for depth in node_depths(next_token.tolist(), next_sibling.tolist())]
 
 
 def parents_precede_children(tree_mask: torch.Tensor) -> bool:

@@ -62,7 +62,10 @@ class SpecMetrics:
         self.off = Counter(SPEC_OFF, "Request-steps with speculation off (K = 0)", pt, registry=r)
         self.accepted_at = Counter(ACCEPTED_AT, "Drafts accepted at each position", ["policy", "position"], registry=r)
         self.proposed_at = Counter(
-            PROPOSED_AT, "Drafts verifiable at each position (K >= position)", ["policy", "position"], registry=r
+            PROPOSED_AT,
+            "Drafts verified at each position (min(K, draft depth) >= position)",
+            ["policy", "position"],
+            registry=r,
         )
         self.accept_length = Histogram(
             ACCEPT_LENGTH, "Tokens per request-step (accepted + 1)", pt, buckets=LENGTH_BUCKETS, registry=r
@@ -90,10 +93,14 @@ class SpecMetrics:
     def if_enabled(cls) -> SpecMetrics | None:
         return cls() if os.environ.get(MULTIPROC_ENV) else None
 
-    def record(self, policies: list[str], tenants: list[str], stats: StepStats, dropped: int) -> None:
-        for policy, tenant, r in zip(policies, tenants, stats.requests, strict=True):
-            self.k.labels(policy, tenant).observe(r.k)
-            if r.k == 0:
+    def record(
+        self, policies: list[str], tenants: list[str], stats: StepStats, dropped: int, chosen: tuple[int, ...] = ()
+    ) -> None:
+        """`chosen`: the K each request's policy chose (default: the k verified, stats.requests[i].k)."""
+        chosen = chosen or tuple(r.k for r in stats.requests)
+        for policy, tenant, r, k in zip(policies, tenants, stats.requests, chosen, strict=True):
+            self.k.labels(policy, tenant).observe(k)
+            if k == 0:
                 self.off.labels(policy, tenant).inc()
             self.accept_length.labels(policy, tenant).observe(r.accepted + 1)
             for position in range(1, r.k + 1):
@@ -108,8 +115,7 @@ class SpecMetrics:
         for phase, seconds in (("draft", stats.draft_s), ("verify", stats.verify_s), ("other", stats.other_s)):
             self.step_seconds.labels(phase).observe(seconds)
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"
-        ks = {r.k == 0 for r in stats.requests}
-        if len(ks) == 2:
+        if len({k == 0 for k in chosen}) == 2:
             self.mixed.inc()
         for unique in stats.unique_experts:
             self.unique.labels(batch_policy).observe(unique)

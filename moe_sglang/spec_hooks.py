@@ -4,7 +4,7 @@
 |---|---|
 | NGRAMWorker / EAGLEWorkerV2 .forward_batch_generation | a decode step: plan with the policies, run, report StepStats |
 | ngram_worker.eagle_sample, eagle_worker_common.eagle_sample | verify with each request's tree cut at its K_i |
-| NGRAMWorker._prepare_for_speculative_decoding | draft time; narrows the verify to the width the K_i need |
+| NGRAMWorker._prepare_for_speculative_decoding | draft time; narrows the verify to the drafts K_i can use |
 | EagleDraftWorker.draft / ._draft_extend_for_decode | draft time |
 | TpModelWorker.forward_batch_generation (is_verify=True) | verify time; opens the expert-budget scope |
 | TopK.forward_native / _cpu / _cuda | expert budget and expert counting inside that scope |
@@ -29,6 +29,7 @@ from collections.abc import Callable
 from moe_sglang.draft_cut import (
     acceptable_tokens,
     cut_draft_trees,
+    draft_depths,
     narrow_verify,
     parents_precede_children,
     widen_rows,
@@ -188,9 +189,11 @@ def _narrow_ngram_verify(worker, batch, state) -> None:
 
     spec, bs = batch.spec_info, len(batch.reqs)
     n = spec.draft_token_num
-    if min(state.plan.ks) >= n - 1 or spec.custom_mask is None or spec.custom_mask.numel() != bs * n * n:
-        return  # every request may accept the whole draft, or not the draft-only mask
-    width = max(state.plan.ks) + 1
+    if spec.custom_mask is None or spec.custom_mask.numel() != bs * n * n:
+        return  # not the draft-only mask
+    depths = draft_depths(spec.retrieve_next_token, spec.retrieve_next_sibling)
+    state.verified_ks = tuple(min(k, d) for k, d in zip(state.plan.ks, depths, strict=True))
+    width = max(state.verified_ks) + 1
     if width >= n or not parents_precede_children(spec.custom_mask.reshape(bs, n, n)):
         return
     cut = narrow_verify(

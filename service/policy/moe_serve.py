@@ -21,8 +21,10 @@
            every request at the batch's deepest K (BatchView.verify_layout "rectangular": n = B·(D + 1)) a shallower
            K_r saves nothing, so each depth D sets K_r = min(D, cap_r) for all; where it verifies the whole draft
            whatever K is ("fixed") cost does not depend on K and the full draft wins.
-  probing  a request kept at K = 0 for P steps drafts K = 1 once to refresh p_r1; P doubles each time the probe
-           does not lead to speculation (Cascade's back-off), and resets to P0 when it does.
+  probing  acceptance is the request's own (its domain, its drafter's matches): a new request, and one kept at K = 0
+           for P steps, runs a probe phase of `probe_steps` steps at K = `probe_k` (Cascade's K_start) to measure it; P doubles each time
+           a probe does not lead to speculation (Cascade's back-off) and resets to P0 when it does. Where the verify
+           is rectangular the probe sets the batch's width, so every request drafts to it (no extra verify work).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -54,11 +56,22 @@ class MoeServePolicy:
         expert_budget: int | None = None,
         probe_every: int = 16,
         max_probe_every: int = 1024,
+        probe_steps: int = 4,
+        probe_k: int = 3,
+        probe_new_requests: bool = True,
         refit_every: int = 16,
         acceptance_prior: float = 0.5,
     ) -> None:
-        if k_max < 0 or probe_every < 1 or max_probe_every < probe_every or refit_every < 1:
-            raise ValueError("moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1")
+        if (
+            k_max < 0
+            or probe_every < 1
+            or max_probe_every < probe_every
+            or refit_every < 1
+            or min(probe_steps, probe_k) < 1
+        ):
+            raise ValueError(
+                "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, probe_steps, probe_k >= 1"
+            )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
         self.shape = MoeShape(num_experts, top_k, num_layers)
@@ -66,9 +79,11 @@ class MoeServePolicy:
         self.model = StepTimeModel(self.shape, prior)
         self.accept = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)
         self.probe_every, self.max_probe_every, self.refit_every = probe_every, max_probe_every, refit_every
+        self.probe_steps, self.probe_k, self.probe_new_requests = probe_steps, probe_k, probe_new_requests
         self._idle: dict[str, int] = {}  # request -> consecutive steps at K = 0
         self._interval: dict[str, int] = {}  # request -> current probe interval P, steps
-        self._probing: set[str] = set()  # requests whose K = 1 this step is a probe
+        self._probe_left: dict[str, int] = {}  # request -> steps left in its probe phase
+        self._probing: set[str] = set()  # requests whose K this step is a probe
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -78,28 +93,38 @@ class MoeServePolicy:
             self.accept.keep_only(live)
             self._idle = {k: v for k, v in self._idle.items() if k in live}
             self._interval = {k: v for k, v in self._interval.items() if k in live}
+            self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
         k_cap = min(self.k_max, batch.max_k)
         probs = [self.accept.get(r.request_id) for r in reqs]
-        ks = self.allocate(probs, [k_cap] * len(reqs), step_time_cap(batch), drafting=True, layout=batch)
+        chosen = self.allocate(probs, [k_cap] * len(reqs), step_time_cap(batch), drafting=True, layout=batch)
+        ks = list(chosen)
         self._probing = set()
         for i, r in enumerate(reqs):
             rid = r.request_id
+            new = rid not in self._interval
             interval = self._interval.setdefault(rid, self.probe_every)
             if ks[i] > 0:
                 self._idle[rid], self._interval[rid] = 0, self.probe_every
+                self._probe_left.pop(rid, None)
                 continue
-            idle = self._idle.get(rid, 0) + 1
-            self._idle[rid] = idle
-            if idle >= interval and k_cap > 0:
-                ks[i] = 1
-                self._probing.add(rid)
+            left = self._probe_left.get(rid, 0)
+            if left == 0:
+                # a new request probes at once (unless probe_new_requests is off)
+                idle = self._idle.get(rid, interval - 1 if new and self.probe_new_requests else 0) + 1
+                self._idle[rid] = idle
+                if idle < interval or k_cap == 0:
+                    continue
+                left = self.probe_steps
                 self._idle[rid] = 0
                 self._interval[rid] = min(2 * interval, self.max_probe_every)
+            ks[i] = min(self.probe_k, k_cap)
+            self._probe_left[rid] = left - 1
+            self._probing.add(rid)
+        if self._probing and batch.verify_layout != "ragged":
+            # a probe sets the verify width of the whole batch: drafts up to it cost the others no verify work
+            ks = [max(ks)] * len(ks)
         if self._probing and self._over_slo(ks, probs, batch):
-            for i, r in enumerate(reqs):  # a probe must not break an SLO either
-                if r.request_id in self._probing:
-                    ks[i] = 0
-            self._probing = set()
+            ks, self._probing = chosen, set()  # a probe must not break an SLO either
         return plan(batch, ks, self._budget())
 
     def trim(self, batch: BatchView, decision: Decision) -> Decision:

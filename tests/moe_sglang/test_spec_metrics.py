@@ -6,7 +6,7 @@ from moe_sglang import metrics as m
 from service.policy import RequestStepStats, StepStats
 
 
-def recorded(policies, tenants, requests, unique=(), dropped=0, width=0):
+def recorded(policies, tenants, requests, unique=(), dropped=0, width=0, chosen=()):
     registry = CollectorRegistry()
     stats = StepStats(
         now=1.0,
@@ -18,7 +18,7 @@ def recorded(policies, tenants, requests, unique=(), dropped=0, width=0):
         unique_experts=unique,
         verify_width=width,
     )
-    m.SpecMetrics(registry).record(policies, tenants, stats, dropped)
+    m.SpecMetrics(registry).record(policies, tenants, stats, dropped, chosen)
     return lambda name, **labels: registry.get_sample_value(name, labels)
 
 
@@ -58,3 +58,12 @@ def test_uniform_step_is_not_mixed():
 def test_metrics_only_with_a_multiprocess_dir(monkeypatch):
     monkeypatch.delenv(m.MULTIPROC_ENV, raising=False)
     assert m.SpecMetrics.if_enabled() is None
+
+
+def test_k_chosen_is_the_policys_choice_acceptance_counts_what_was_verified():
+    # K = 3 chosen, but the drafter found one draft: one position verified (and accepted)
+    get = recorded(["static"], ["a"], [(1, 1)], chosen=(3,))
+    assert get(m.K_CHOSEN + "_sum", policy="static", tenant="a") == 3
+    assert get(m.PROPOSED_AT + "_total", policy="static", position="1") == 1
+    assert get(m.PROPOSED_AT + "_total", policy="static", position="2") is None
+    assert get(m.SPEC_OFF + "_total", policy="static", tenant="a") is None

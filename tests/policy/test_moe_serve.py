@@ -12,7 +12,9 @@ from tests.policy.helpers import batch, stats
 
 
 def trained(n, p_accept, **kw):
-    """A policy whose acceptance estimates for r0..r{n-1} are p_accept at every position (cost model = prior)."""
+    """A policy whose acceptance estimates for r0..r{n-1} are p_accept at every position (cost model = prior); new
+    requests are not probed at once unless asked, so a first decision shows the allocation itself."""
+    kw.setdefault("probe_new_requests", False)
     policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=p_accept, **kw)
     for i in range(n):
         policy.accept.get(f"r{i}")
@@ -81,7 +83,7 @@ def test_requests_with_hopeless_drafts_get_the_shortest_drafts(batch_size):
 
 
 def test_probe_interval_doubles_while_probes_do_not_pay():
-    policy = trained(1, 0.0, probe_every=4, max_probe_every=64)
+    policy = trained(1, 0.0, probe_every=4, max_probe_every=64, probe_steps=1)
     probes = []
     for step in range(200):
         d = policy.decide(batch(1))
@@ -92,6 +94,24 @@ def test_probe_interval_doubles_while_probes_do_not_pay():
     gaps = [b - a for a, b in zip(probes, probes[1:], strict=False)]
     assert probes[0] == 3
     assert gaps[:4] == [8, 16, 32, 64] and set(gaps[4:]) <= {64}
+
+
+def test_a_new_request_probes_at_once_for_a_phase():
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.0, probe_steps=4, probe_k=2)
+    ks = []
+    for _ in range(6):
+        k = policy.decide(batch(1, max_k=7)).requests[0].k
+        ks.append(k)
+        policy.observe(stats([k], [0], 0.01))
+    assert ks == [2, 2, 2, 2, 0, 0]  # four probe steps at probe_k, then the rejections keep it off
+
+
+def test_a_probe_sets_the_width_of_a_rectangular_batch():
+    policy = trained(4, 0.0, probe_k=3)  # hopeless drafts: K = 0 unless probing
+    assert [r.k for r in policy.decide(batch(4, layout="rectangular")).requests] == [0] * 4
+    joined = batch(5, layout="rectangular")  # r4 is new and probes; the verify is 4 wide for all
+    policy.probe_new_requests = True
+    assert [r.k for r in policy.decide(joined).requests] == [3] * 5
 
 
 @settings(max_examples=40, deadline=None)
