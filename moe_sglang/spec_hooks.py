@@ -118,8 +118,10 @@ def _step_hook(runtime: SpecRuntime, shape: Callable) -> Callable:
     def around(original, worker, batch, *args, **kwargs):
         if batch is None or not batch.forward_mode.is_decode() or not batch.reqs or runtime.step is not None:
             return original(worker, batch, *args, **kwargs)
-        layout = "rectangular" if _narrowable(runtime, worker, batch) else "fixed"
-        state = runtime.begin(batch, worker.target_worker, *shape(worker), layout)
+        narrow = _narrowable(runtime, worker, batch)
+        layout = "rectangular" if narrow else "fixed"
+        # NGRAM drafts the same whatever K is (a trie lookup): ask the policies once the draft's depth is known
+        state = runtime.begin(batch, worker.target_worker, *shape(worker), layout, after_draft=narrow)
         try:
             result = original(worker, batch, *args, **kwargs)
         except BaseException:
@@ -163,7 +165,7 @@ def _ngram_prepare_hook(runtime: SpecRuntime) -> Callable:
         out = timed(original, worker, batch, *args, **kwargs)
         state = runtime.step
         if state is not None and batch.forward_mode.is_target_verify() and _narrowable(runtime, worker, batch):
-            _narrow_ngram_verify(worker, batch, state)
+            _narrow_ngram_verify(runtime, worker, batch, state)
         return out
 
     return around
@@ -182,16 +184,19 @@ def _narrowable(runtime: SpecRuntime, worker, batch) -> bool:
     )
 
 
-def _narrow_ngram_verify(worker, batch, state) -> None:
-    """Replace the NGRAM verify input by its first W nodes per request (module docstring) and run the rest of the
-    step at width W; the step hook restores the worker's width and widens what the step returns."""
+def _narrow_ngram_verify(runtime: SpecRuntime, worker, batch, state) -> None:
+    """Plan the step if it waits for the draft, then replace the NGRAM verify input by its first W nodes per request
+    (module docstring) and run the rest of the step at width W; the step hook restores the worker's width and
+    widens what the step returns."""
     from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
     spec, bs = batch.spec_info, len(batch.reqs)
     n = spec.draft_token_num
+    depths = draft_depths(spec.retrieve_next_token, spec.retrieve_next_sibling)
+    if state.pending is not None:
+        runtime.plan_after_draft(state, depths)
     if spec.custom_mask is None or spec.custom_mask.numel() != bs * n * n:
         return  # not the draft-only mask
-    depths = draft_depths(spec.retrieve_next_token, spec.retrieve_next_sibling)
     state.verified_ks = tuple(min(k, d) for k, d in zip(state.plan.ks, depths, strict=True))
     width = max(state.verified_ks) + 1
     if width >= n or not parents_precede_children(spec.custom_mask.reshape(bs, n, n)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -63,7 +63,10 @@ class SpecRuntime:
     steps: int = 0  # steps recorded in this process
     last: StepStats | None = None  # the latest step's stats (tests, debugging)
 
-    def begin(self, batch, target_worker, max_k: int, verify_width: int, layout: str = "fixed") -> StepState:
+    def begin(
+        self, batch, target_worker, max_k: int, verify_width: int, layout: str = "fixed", after_draft: bool = False
+    ) -> StepState:
+        """Start a step; with `after_draft` the policies are asked once the draft exists (`plan_after_draft`)."""
         if self.policies is None:
             self.policies = PolicySet(model_shape(target_worker), policy_params_from_env())
             self.metrics = SpecMetrics.if_enabled()
@@ -80,14 +83,26 @@ class SpecRuntime:
             )
             for req, h in zip(batch.reqs, hints, strict=True)
         ]
-        try:
-            plan = self.policies.plan(now, views, list(hints), max_k, layout)
-        except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
-            logger.exception("speculation policies failed; verifying the full draft for this step")
-            plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(max_k for _ in views), None)
+        plan = _unplanned(len(views), max_k) if after_draft else self._plan(now, views, hints, max_k, layout)
         context = sum(v.context_len for v in views)
         self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, verify_width, context, now)
+        self.step.pending = (views, layout) if after_draft else None
         return self.step
+
+    def plan_after_draft(self, state: StepState, depths: list[int]) -> StepPlan:
+        """The deferred plan of `state`, with each request's draft depth in its view."""
+        views, layout = state.pending
+        state.pending = None
+        views = [replace(v, draft_depth=d) for v, d in zip(views, depths, strict=True)]
+        state.plan = self._plan(time.perf_counter(), views, state.hints, state.max_k, layout)
+        return state.plan
+
+    def _plan(self, now: float, views: list[RequestView], hints, max_k: int, layout: str) -> StepPlan:
+        try:
+            return self.policies.plan(now, views, list(hints), max_k, layout)
+        except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
+            logger.exception("speculation policies failed; verifying the full draft for this step")
+            return _unplanned(len(views), max_k)
 
     def _hints(self, req) -> RequestHints:
         try:
@@ -134,6 +149,11 @@ class SpecRuntime:
         if len(self.history) > 2 * len(requests) + 64:
             live = {r.request_id for r in requests}
             self.history = {rid: h for rid, h in self.history.items() if rid in live}
+
+
+def _unplanned(size: int, max_k: int) -> StepPlan:
+    """SGLang's own behaviour: no policy, every request may accept the whole draft."""
+    return StepPlan(tuple(NO_POLICY for _ in range(size)), tuple(max_k for _ in range(size)), None)
 
 
 def model_shape(target_worker) -> dict[str, int]:

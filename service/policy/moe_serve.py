@@ -21,6 +21,9 @@
            every request at the batch's deepest K (BatchView.verify_layout "rectangular": n = B·(D + 1)) a shallower
            K_r saves nothing, so each depth D sets K_r = min(D, cap_r) for all; where it verifies the whole draft
            whatever K is ("fixed") cost does not depend on K and the full draft wins.
+  drafts   an engine that plans after drafting (BatchView requests with draft_depth) caps K_r at the depth of
+           the draft in hand and prices it with acceptance learnt per draft depth across requests (a deep NGRAM
+           match is accepted far more often than a one-token guess); otherwise p is the request's own:
   probing  acceptance is the request's own (its domain, its drafter's matches): a new request, and one kept at K = 0
            for P steps, runs a probe phase of `probe_steps` steps at K = `probe_k` (Cascade's K_start) to measure it; P doubles each time
            a probe does not lead to speculation (Cascade's back-off) and resets to P0 when it does. Where the verify
@@ -78,6 +81,10 @@ class MoeServePolicy:
         self.k_max, self.expert_budget = k_max, expert_budget
         self.model = StepTimeModel(self.shape, prior)
         self.accept = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)
+        # acceptance by the depth of the draft in hand (engines that plan after drafting), learnt across requests:
+        # how far the drafter's match reaches predicts acceptance better than the request's past
+        self.by_depth = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)
+        self._depth: dict[str, int] = {}  # request -> draft depth at its latest decision
         self.probe_every, self.max_probe_every, self.refit_every = probe_every, max_probe_every, refit_every
         self.probe_steps, self.probe_k, self.probe_new_requests = probe_steps, probe_k, probe_new_requests
         self._idle: dict[str, int] = {}  # request -> consecutive steps at K = 0
@@ -94,9 +101,18 @@ class MoeServePolicy:
             self._idle = {k: v for k, v in self._idle.items() if k in live}
             self._interval = {k: v for k, v in self._interval.items() if k in live}
             self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
+            self._depth = {k: v for k, v in self._depth.items() if k in live}
         k_cap = min(self.k_max, batch.max_k)
-        probs = [self.accept.get(r.request_id) for r in reqs]
-        chosen = self.allocate(probs, [k_cap] * len(reqs), step_time_cap(batch), drafting=True, layout=batch)
+        probs, caps = [], []
+        for r in reqs:
+            if r.draft_depth is None:
+                probs.append(self.accept.get(r.request_id))
+                caps.append(k_cap)
+            else:
+                self._depth[r.request_id] = r.draft_depth
+                probs.append(self.by_depth.get(_depth_key(r.draft_depth)))
+                caps.append(min(k_cap, r.draft_depth))
+        chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
         ks = list(chosen)
         self._probing = set()
         for i, r in enumerate(reqs):
@@ -112,12 +128,14 @@ class MoeServePolicy:
                 # a new request probes at once (unless probe_new_requests is off)
                 idle = self._idle.get(rid, interval - 1 if new and self.probe_new_requests else 0) + 1
                 self._idle[rid] = idle
-                if idle < interval or k_cap == 0:
+                if idle < interval or caps[i] == 0:
                     continue
                 left = self.probe_steps
                 self._idle[rid] = 0
                 self._interval[rid] = min(2 * interval, self.max_probe_every)
-            ks[i] = min(self.probe_k, k_cap)
+            if caps[i] == 0:
+                continue  # nothing drafted to probe with this step: the phase waits for a draft
+            ks[i] = min(self.probe_k, caps[i])
             self._probe_left[rid] = left - 1
             self._probing.add(rid)
         if self._probing and batch.verify_layout != "ragged":
@@ -243,6 +261,8 @@ class MoeServePolicy:
         for r in stats.requests:
             if r.k > 0:
                 self.accept.update(r.request_id, r.k, r.accepted)
+                if r.request_id in self._depth:
+                    self.by_depth.update(_depth_key(self._depth[r.request_id]), r.k, r.accepted)
         self.model.add(
             stats.verify_tokens,
             stats.batch_size,
@@ -256,6 +276,10 @@ class MoeServePolicy:
         self._steps += 1
         if self._steps % self.refit_every == 0:
             self.model.refit()
+
+
+def _depth_key(depth: int) -> str:
+    return f"draft-depth-{depth}"
 
 
 def _key(step_s: float, harmonic: float, least_tokens: float, cap_s: float) -> tuple[int, float]:

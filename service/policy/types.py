@@ -30,6 +30,9 @@ class RequestView:
     draft_confidences: tuple[
         float, ...
     ] = ()  # drafter probability of each token drafted this step (empty before drafting)
+    draft_depth: int | None = None  # depth of the draft the drafter already built this step (an engine that plans
+    # after drafting, as moe-serve's SGLang NGRAM path does: drafting there is cheap and does not depend on K); K
+    # beyond it cannot be accepted. None: decided before drafting
 
 
 # ragged: request i verifies its own K_i + 1 tokens (the simulator; a ragged verify forward).

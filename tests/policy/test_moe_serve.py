@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.policy.base import plan
 from service.policy.acceptance import expected_tokens
+from service.policy.base import plan
 from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
 from service.policy.types import BatchView, RequestView
 from tests.policy.helpers import batch, stats
