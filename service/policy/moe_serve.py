@@ -11,23 +11,24 @@
   rule     for draft depth D = 1, 2, ... (drafting is batch-wide, so each depth carries a fixed cost): start at
            K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1);
            keep the D with the lowest J, stop after two depths without improvement.
-  SLO      a TPOT target bounds the expected time per token of the worst-off request, T / min_r e_r <= cap
-           (cap = the tightest target in the batch, slo.step_time_cap): a TPOT SLO is a mean over a request's
-           tokens, and speculation lowers it even though a step takes longer. (AdaSpec bounds the step itself,
-           T <= cap, as if every request got one token: with a target near plain-decode TPOT that forbids any
-           speculation.) A configuration over the bound loses to any within it; among those over it, the lower
-           T / min_r e_r wins.
+  SLO      a TPOT target (the tightest in the batch, slo.step_time_cap) bounds the batch's mean expected time per
+           token, J / B = T · mean_r 1/e_r: a TPOT SLO is a mean over a request's tokens, and speculation lowers it
+           although a step takes longer. Minimising J meets the target whenever some configuration does; a probe
+           must not push a batch over it. Two stricter bounds fail in a real engine: AdaSpec's step cap T <= cap (as
+           if every request got one token) forbids any speculation when the target is near plain-decode TPOT, and a
+           per-step worst-off bound T / min_r e_r lets one request without a draft this step (e = 1) switch
+           speculation off for the whole batch, though its own TPOT is a mean over its whole life.
   layout   the rule above is for a ragged verify (each request verifies K_r + 1 tokens). Where the engine verifies
            every request at the batch's deepest K (BatchView.verify_layout "rectangular": n = B·(D + 1)) a shallower
            K_r saves nothing, so each depth D sets K_r = min(D, cap_r) for all; where it verifies the whole draft
            whatever K is ("fixed") cost does not depend on K and the full draft wins.
-  drafts   an engine that plans after drafting (BatchView requests with draft_depth) caps K_r at the depth of
-           the draft in hand and prices it with acceptance learnt per draft depth across requests (a deep NGRAM
-           match is accepted far more often than a one-token guess); otherwise p is the request's own:
-  probing  acceptance is the request's own (its domain, its drafter's matches): a new request, and one kept at K = 0
-           for P steps, runs a probe phase of `probe_steps` steps at K = `probe_k` (Cascade's K_start) to measure it; P doubles each time
-           a probe does not lead to speculation (Cascade's back-off) and resets to P0 when it does. Where the verify
-           is rectangular the probe sets the batch's width, so every request drafts to it (no extra verify work).
+  drafts   where the engine plans after drafting (RequestView.draft_depth set), K_r is capped at the depth of the
+           draft in hand and p comes from acceptance learnt per draft depth across requests (a deep NGRAM match is
+           accepted far more often than a one-token guess); otherwise p is the request's own.
+  probing  a new request, and one kept at K = 0 for P steps, runs a probe phase: `probe_steps` steps at
+           K = `probe_k` (Cascade's K_start) that measure acceptance; P doubles each time a probe does not lead to
+           speculation (Cascade's back-off) and resets to P0 when it does. Where the verify is rectangular the
+           probe sets the batch's width, so every request drafts to it (no extra verify work).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -73,7 +74,8 @@ class MoeServePolicy:
             or min(probe_steps, probe_k) < 1
         ):
             raise ValueError(
-                "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, probe_steps, probe_k >= 1"
+                "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, "
+                "probe_steps >= 1, probe_k >= 1"
             )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
@@ -141,8 +143,8 @@ class MoeServePolicy:
         if self._probing and batch.verify_layout != "ragged":
             # a probe sets the verify width of the whole batch: drafts up to it cost the others no verify work
             ks = [max(ks)] * len(ks)
-        if self._probing and self._over_slo(ks, probs, batch):
-            ks, self._probing = chosen, set()  # a probe must not break an SLO either
+        if self._probing and self._over_slo(ks, probs, batch) and not self._over_slo(chosen, probs, batch):
+            ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         return plan(batch, ks, self._budget())
 
     def trim(self, batch: BatchView, decision: Decision) -> Decision:
@@ -210,7 +212,7 @@ class MoeServePolicy:
         """Sort key of a configuration: within the SLO, by J = T · Σ 1/e_r; over it, after all, by T / min_r e_r."""
         t = self._time(ks, drafting, layout)
         e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]
-        return _key(t, sum(1.0 / x for x in e), min(e, default=1.0), cap_s)
+        return _key(t, sum(1.0 / x for x in e), len(e), cap_s)
 
     def _eliminate(
         self, chains: list[list[float]], ks: list[int], cap_s: float, drafting: bool
@@ -221,27 +223,24 @@ class MoeServePolicy:
         harmonic = sum(1.0 / x for x in e)
         tokens, drafted, depth = sum(ks) + len(ks), sum(ks), max(ks, default=0)
 
-        def key(tokens: int, drafted: int, harmonic: float, least: float) -> tuple[int, float]:
+        def key(tokens: int, drafted: int, harmonic: float) -> tuple[int, float]:
             if drafting:
                 t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget)
             else:
                 t = self.model.verify_time(tokens, len(ks), self.expert_budget)
-            return _key(t, harmonic, least, cap_s)
+            return _key(t, harmonic, len(ks), cap_s)
 
-        least = min(e, default=1.0)  # dropping a draft only lowers e_i, so the new minimum is min(least, e_i')
-        best = key(tokens, drafted, harmonic, least)
+        best = key(tokens, drafted, harmonic)
         heap = [(1.0 / (e[i] - chains[i][k - 1]) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
         heapq.heapify(heap)
         step_draft = 1 if drafting else 0
         while heap:
             loss, i = heap[0]
-            trial_least = min(least, e[i] - chains[i][ks[i] - 1])
-            trial = key(tokens - 1, drafted - step_draft, harmonic + loss, trial_least)
+            trial = key(tokens - 1, drafted - step_draft, harmonic + loss)
             if trial >= best:
                 break
             heapq.heappop(heap)
             best, tokens, drafted, harmonic = trial, tokens - 1, drafted - step_draft, harmonic + loss
-            least = trial_least
             e[i] -= chains[i][ks[i] - 1]
             ks[i] -= 1
             if ks[i] > 0:
@@ -282,10 +281,10 @@ def _depth_key(depth: int) -> str:
     return f"draft-depth-{depth}"
 
 
-def _key(step_s: float, harmonic: float, least_tokens: float, cap_s: float) -> tuple[int, float]:
-    """(0, J) within the SLO, (1, expected TPOT of the worst-off request) over it: tuples sort within-SLO first."""
-    worst_tpot = step_s / least_tokens
-    return (1, worst_tpot) if worst_tpot > cap_s else (0, step_s * harmonic)
+def _key(step_s: float, harmonic: float, requests: int, cap_s: float) -> tuple[int, float]:
+    """(0, J) within the SLO, (1, J) over it; J = T · Σ_r 1/e_r, the batch's mean expected TPOT times B."""
+    j = step_s * harmonic
+    return (1, j) if j > cap_s * max(requests, 1) else (0, j)
 
 
 def _chain(p: list[float], depth: int) -> list[float]:
