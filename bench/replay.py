@@ -100,6 +100,7 @@ def replay_once(url: str, s: Schedule, prompts: list[str], hints: dict | None):
 def row(trace: str, policy: str, result, slo_tpot_ms: float) -> dict:
     summary = summarize(result, Slo(tpot_ms=slo_tpot_ms))
     out = {"trace": trace, "policy": policy, "requests": len(result.records), "failed": summary["failed"]}
+    out["errors"] = sorted({f"input {r.input_tokens}: {r.error}" for r in result.records if r.error})
     for scale in SLO_SCALES:
         g = goodput(result.records, Slo(tpot_ms=scale * slo_tpot_ms), result.duration_s)
         out[f"slo_x{scale:g}"] = g["slo_attainment"]

@@ -4,7 +4,8 @@ number in it is read from the JSON the benches just wrote, with the command and 
     python -m bench.run_all [--quick] [--only verify_cost,budget,...] [--out DIR] [--model PATH]
 
 Writes the JSON/PNG of each bench under DIR/<bench>/ (default bench/results/), and the report to bench/RESULTS.md
-with its figures copied to bench/plots/ (with --out: DIR/RESULTS.md and DIR/plots/). The report shows the latest
+with its figures copied to bench/plots/ (with --out: DIR/RESULTS.md and DIR/plots/). Without --out it also rewrites
+the README's results block (between README_START and README_END) with the headline tables and plots. The report shows the latest
 result of every bench in DIR, each with the time it was measured, so `--only` re-runs a subset (`--only ''`
 re-renders the report from the JSON already there).
 """
@@ -26,6 +27,8 @@ from pathlib import Path
 from bench._markdown import md_table
 
 BENCHES = ("verify_cost", "budget", "policies", "replay")
+README_START = "<!-- bench.run_all results: start (generated, do not edit) -->"
+README_END = "<!-- bench.run_all results: end -->"
 COLUMNS = {
     "verify_cost": [
         "model",
@@ -115,6 +118,39 @@ def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: s
     return "\n".join(lines) + "\n"
 
 
+def readme_block(folder: Path, facts: dict, command: str, plots: str) -> str:
+    """The README's results: policies (summary and TPOT per cell) and trace replay, with the plots (`plots`: their
+    folder relative to the README), the command and the machine."""
+    lines = [
+        f"Measured by `{command}` on {time.strftime('%Y-%m-%d %H:%M %Z')}, {facts['cpu']}, {facts['cores']} cores, "
+        f"{facts['memory_gb']} GB RAM (load average {facts['load_average_at_start']:.1f} at start). All tables:"
+        " [bench/RESULTS.md](bench/RESULTS.md).",
+    ]
+    policies = folder / "policies" / "policies.json"
+    if policies.exists():
+        data = json.loads(policies.read_text())
+        lines += ["", md_table(data["summary"], ["policy", "baseline", "metric", "worst_slowdown", "mean_gain"])]
+        cells = list(dict.fromkeys(f"{r['prompts']} b{r['batch']}" for r in data["rows"]))
+        pivot = {}
+        for r in data["rows"]:
+            metric = "tpot_ms" if r["engine"] == "sglang" else "e2e_per_token_ms"
+            pivot.setdefault(r["policy"], {"policy": r["policy"]})[f"{r['prompts']} b{r['batch']}"] = r[metric]
+        lines += ["", md_table(list(pivot.values()), ["policy", *cells]), "", f"![policies]({plots}/policies.png)"]
+    replay = folder / "replay" / "replay.json"
+    if replay.exists():
+        data = json.loads(replay.read_text())
+        lines += ["", md_table(data["rows"], COLUMNS["replay"]), "", f"![replay]({plots}/replay.png)"]
+    return "\n".join(lines)
+
+
+def update_readme(text: str, block: str) -> str:
+    """`text` with the part between README_START and README_END replaced by `block`."""
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"README has no results block ({README_START!r} ... {README_END!r})")
+    return text[: start + len(README_START)] + "\n" + block + "\n" + text[end:]
+
+
 def _notes(name: str, data: dict) -> list[str]:
     if name == "verify_cost":
         fits = "; ".join(
@@ -159,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     runs = [run_bench(name, folder, args.quick, args.model) for name in names]
     command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
     report.write_text(render(folder, report, runs, facts, command.strip()))
+    readme = Path("README.md")
+    if not args.out and not args.quick and readme.exists():
+        block = readme_block(folder, facts, command.strip(), "bench/plots")
+        readme.write_text(update_readme(readme.read_text(), block))
+        print(f"updated the results block of {readme}")
     (folder / "run_all.json").write_text(json.dumps({"machine": facts, "runs": runs}, indent=2))
     print(f"wrote {report}")
     return max((r["exit_code"] for r in runs), default=0)

@@ -102,3 +102,20 @@ def test_results_block_renders_from_bench_json(bundled_model, results):
         assert md_table(rows, COLUMNS[name]) in text, f"{name}'s table is not the one its JSON gives"
         assert f"![{name}](plots/{name}.png)" in text
         assert (results / "plots" / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_readme_block_is_rebuilt_from_the_json(bundled_model, results):
+    from bench.run_all import README_END, README_START, machine_facts, readme_block, update_readme
+
+    block = readme_block(results, machine_facts(), "python -m bench.run_all", "bench/plots")
+    assert "python -m bench.run_all" in block
+    policies = results / "policies" / "policies.json"
+    if policies.exists():
+        for row in json.loads(policies.read_text())["summary"]:
+            assert f"| {row['policy']} |" in block
+    readme = f"intro\n{README_START}\nold numbers\n{README_END}\noutro\n"
+    updated = update_readme(readme, block)
+    assert "old numbers" not in updated and block in updated
+    assert updated.startswith("intro\n") and updated.endswith(f"{README_END}\noutro\n")
+    with pytest.raises(ValueError, match="results block"):
+        update_readme("no markers", block)
