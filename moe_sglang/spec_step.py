@@ -52,7 +52,7 @@ class SpecRuntime:
     """Per scheduler process: the policies, the step in flight, accept history, metrics."""
 
     budget_mode: str = "truncation"  # expert_budget.BUDGET_MODES
-    narrow: bool = True  # narrow NGRAM verify forwards to the width the chosen K need (spec_hooks)
+    narrow: bool = True  # narrow NGRAM verify forwards to the drafts the chosen K can use (spec_hooks)
     no_hint_policy: str = NO_POLICY  # policy of requests that carry no moe_serve hints
     policies: PolicySet | None = None  # built at the first step (needs the model shape)
     metrics: SpecMetrics | None = None
