@@ -68,6 +68,7 @@ ENGINE_PLUGIN = frozenset(
         "moe_serve:spec_mixed_steps_total",
         "moe_serve:verify_unique_experts_bucket",
         "moe_serve:verify_budget_dropped_experts_total",
+        "moe_serve:verify_tokens_total",
     }
 )
 
