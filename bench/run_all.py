@@ -1,13 +1,13 @@
-"""All four decision benchmarks in one run, then the results block the README links (bench/RESULTS.md): every
-number in it is read from the JSON the benches just wrote, with the command and the machine that produced them.
+"""All four decision benchmarks in one run, then the report (bench/RESULTS.md) and the README's results block: every
+number in them is read from the JSON the benches just wrote, with the command and the machine that produced them.
 
     python -m bench.run_all [--quick] [--only verify_cost,budget,...] [--out DIR] [--model PATH]
 
 Writes the JSON/PNG of each bench under DIR/<bench>/ (default bench/results/), and the report to bench/RESULTS.md
-with its figures copied to bench/plots/ (with --out: DIR/RESULTS.md and DIR/plots/). Without --out it also rewrites
-the README's results block (between README_START and README_END) with the headline tables and plots. The report shows the latest
-result of every bench in DIR, each with the time it was measured, so `--only` re-runs a subset (`--only ''`
-re-renders the report from the JSON already there).
+with its figures copied to bench/plots/ (with --out: DIR/RESULTS.md and DIR/plots/). Without --out or --quick it
+also rewrites the README's results block (between README_START and README_END) with the headline tables and plots.
+The report shows the latest result of every bench in DIR, each with the time it was measured, so `--only` re-runs
+a subset (`--only ''` re-renders the report from the JSON already there).
 """
 
 from __future__ import annotations

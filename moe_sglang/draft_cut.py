@@ -9,12 +9,13 @@ most K_i drafts, and with K_i = 0 the root's bonus token is the target's own nex
 Cutting alone saves no compute: the verify forward would still run every drafted token of every request. So a step
 whose policies chose K_i below the drafted depth, or whose drafter found less than that (NGRAM has no draft at all
 for most steps of text it has not seen repeated), also narrows the verify (`narrow_verify`): every request's tree is
-cut down to its first W = max_i min(K_i, D_i) + 1 nodes (root included), D_i the depth of its draft tree. Parents precede children in the node order, so the
-kept nodes form a tree again; for a chain they are exactly the first K drafts, for a tree the first W - 1 drafts in
-node order (fewer siblings to choose from, still lossless: verification accepts only what the target agrees with).
-The layout stays rectangular ([bs, W], what SGLang's attention backends and result processing expect), so the batch
-pays for its deepest request: with one request, or K chosen alike, verify work follows K exactly. A fully ragged verify (per-request lengths in extend_seq_lens, tree masks and cache locations laid
-out per request, CUDA graphs per token-count bucket) is not done.
+cut down to its first W = max_i min(K_i, D_i) + 1 nodes (root included), D_i the depth of its draft tree. Parents
+precede children in the node order, so the kept nodes form a tree again; for a chain they are exactly the first K
+drafts, for a tree the first W - 1 drafts in node order (fewer siblings to choose from, still lossless:
+verification accepts only what the target agrees with). The layout stays rectangular ([bs, W], what SGLang's
+attention backends and result processing expect), so the batch pays for its deepest request: with one request, or
+K chosen alike, verify work follows K exactly. A fully ragged verify (per-request lengths in extend_seq_lens, tree
+masks and cache locations laid out per request, CUDA graphs per token-count bucket) is not done.
 """
 
 from __future__ import annotations
