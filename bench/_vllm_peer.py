@@ -8,13 +8,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-
-from moe_sglang.server import free_port
+from moe_sglang.server import free_port, wait_healthy
 
 DEFAULT_VENV = Path(os.environ.get("VLLM_VENV", "/work/vllm-venv"))
 
@@ -61,7 +58,7 @@ def running_vllm(
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            _wait(url, proc, log_path, timeout=600)
+            wait_healthy(url, proc, 600, log_path, health="/health", name="vLLM")
             yield url
         finally:
             with contextlib.suppress(ProcessLookupError):
@@ -71,16 +68,3 @@ def running_vllm(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-
-
-def _wait(url: str, proc: subprocess.Popen, log_path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-            raise RuntimeError(f"vLLM server exited with {proc.returncode}:\n{tail}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=10).status_code == 200:
-                return
-        time.sleep(2.0)
-    raise RuntimeError(f"vLLM server not healthy after {timeout:.0f} s (log: {log_path})")

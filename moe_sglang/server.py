@@ -27,16 +27,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float, log_path: Path | None) -> None:
+def wait_healthy(
+    url: str,
+    proc: subprocess.Popen,
+    timeout: float,
+    log_path: Path | None,
+    health: str = "/health_generate",
+    name: str = "SGLang",
+) -> None:
+    """Until GET `health` answers 200; EngineStartError (with the log's tail) if the server exits or times out.
+    `health`/`name` serve other OpenAI servers started the same way (the vLLM peer of the benches: /health)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise EngineStartError(f"SGLang server exited with {proc.returncode}{_log_tail(log_path)}")
+            raise EngineStartError(f"{name} server exited with {proc.returncode}{_log_tail(log_path)}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health_generate", timeout=30).status_code == 200:
+            if httpx.get(f"{url}{health}", timeout=30).status_code == 200:
                 return
         time.sleep(1.0)
-    raise EngineStartError(f"SGLang server not healthy after {timeout:.0f} s{_log_tail(log_path)}")
+    raise EngineStartError(f"{name} server not healthy after {timeout:.0f} s{_log_tail(log_path)}")
 
 
 def check_cpu_backend(url: str, config: EngineConfig, log_path: Path | None) -> None:
