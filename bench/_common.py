@@ -51,3 +51,25 @@ def add_engine_threads_argument(parser) -> None:
     parser.add_argument(
         "--engine-threads", type=int, default=1, help="torch threads per engine (EngineConfig.threads; vLLM's too)"
     )
+
+
+def figure(ncols: int, size: tuple[float, float]):
+    """A headless matplotlib figure with one row of `ncols` axes, returned as (fig, [axes])."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=size, squeeze=False)
+    return fig, list(axes[0])
+
+
+def save_figure(fig, path: Path, title: str | None = None, dpi: int = 120, title_size: float | None = None) -> None:
+    """Title, lay out, write the PNG and free the figure."""
+    import matplotlib.pyplot as plt
+
+    if title:
+        fig.suptitle(title, fontsize=title_size)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)

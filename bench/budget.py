@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from bench._common import out_dir, table, write_json
+from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
 from bench._routing import RoutingProbe, probed_routers
@@ -150,12 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = figure(3, (13, 3.6))
     quality = [r for r in rows if r["greedy_agreement"] is not None]
     for mode in MODES:
         pts = sorted((r for r in quality if r["mode"] in (mode, "none")), key=lambda r: r["budget"])
@@ -170,9 +165,7 @@ def _plot(rows: list[dict], path: Path) -> None:
         ax.set_xlabel("expert budget B per layer")
         ax.set_ylabel(label)
         ax.legend(fontsize=7)
-    fig.suptitle(f"Expert budget in a {VERIFY_TOKENS}-token verify: truncation vs substitution")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, f"Expert budget in a {VERIFY_TOKENS}-token verify: truncation vs substitution")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench._common import out_dir, table, write_json
+from bench._common import figure, out_dir, save_figure, table, write_json
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, EngineConfig, SpeculationConfig
 from moe_sglang.server import running_engine
 
@@ -125,12 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, (ax,) = figure(1, (6, 3.5))
     names = sorted({r["speculation"] for r in rows}, key=lambda n: n != "none")
     for offset, streams in enumerate((1, 16)):
         values = [
@@ -141,8 +136,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     ax.set_ylabel("tokens/s")
     ax.set_title("SGLang on CPU: throughput by speculation")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

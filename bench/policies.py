@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import add_engine_threads_argument, out_dir, table, write_json
+from bench._common import add_engine_threads_argument, figure, out_dir, save_figure, table, write_json
 from bench._heldout import prompt_sets
 from bench._load import run_batch, served_model
 from bench._models import inflated, read_checkpoint, resolve_model
@@ -241,16 +241,11 @@ def _peer(args, model: Path, context: int, prompts, batches, tokens: int, folder
 
 
 def _plot(rows: list[dict], batches: tuple[int, ...], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 3.8), squeeze=False)
+    fig, axes = figure(len(batches), (6 * len(batches), 3.8))
     sets = list(dict.fromkeys(r["prompts"] for r in rows))
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     width = 0.8 / len(policies)
-    for ax, batch in zip(axes[0], batches, strict=True):
+    for ax, batch in zip(axes, batches, strict=True):
         for i, policy in enumerate(policies):
             values = [
                 next(
@@ -267,10 +262,8 @@ def _plot(rows: list[dict], batches: tuple[int, ...], path: Path) -> None:
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sets))], sets)
         ax.set_ylabel("TPOT (ms); vLLM: e2e ms per token")
         ax.set_title(f"batch {batch}")
-    axes[0][-1].legend(fontsize=6, ncol=2)
-    fig.suptitle("TPOT by speculation policy (lower is better)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    axes[-1].legend(fontsize=6, ncol=2)
+    save_figure(fig, path, "TPOT by speculation policy (lower is better)")
 
 
 if __name__ == "__main__":

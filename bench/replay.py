@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import add_engine_threads_argument, out_dir, table, write_json
+from bench._common import add_engine_threads_argument, figure, out_dir, save_figure, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._load import run_batch, served_model
 from bench._models import read_checkpoint, resolve_model
@@ -182,14 +182,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     traces = list(dict.fromkeys(r["trace"] for r in rows))
-    fig, axes = plt.subplots(1, len(traces), figsize=(6 * len(traces), 3.6), squeeze=False)
-    for ax, trace in zip(axes[0], traces, strict=True):
+    fig, axes = figure(len(traces), (6 * len(traces), 3.6))
+    for ax, trace in zip(axes, traces, strict=True):
         mine = [r for r in rows if r["trace"] == trace]
         for scale in SLO_SCALES:
             ax.plot([r["policy"] for r in mine], [r[f"slo_x{scale:g}"] for r in mine], "o-", label=f"SLO x{scale:g}")
@@ -198,9 +193,7 @@ def _plot(rows: list[dict], path: Path) -> None:
         ax.set_title(trace)
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
         ax.legend(fontsize=7)
-    fig.suptitle("Trace replay: TPOT SLO attainment per policy (SLO = P90 TPOT without speculation)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, "Trace replay: TPOT SLO attainment per policy (SLO = P90 TPOT without speculation)")
 
 
 if __name__ == "__main__":

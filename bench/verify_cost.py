@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench._common import out_dir, table, write_json
+from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import heldout_documents
 from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
 from bench._routing import probed_routers
@@ -164,12 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, axes = figure(2, (10, 3.8))
     for model in dict.fromkeys(r["model"] for r in rows):
         for ax, sweep, x in ((axes[0], "natural", "tokens"), (axes[1], "forced", "unique_per_layer")):
             pts = [r for r in rows if r["model"] == model and r["sweep"] == sweep]
@@ -185,9 +180,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     for ax in axes:
         ax.set_ylabel("forward time (ms)")
         ax.legend(fontsize=6)
-    fig.suptitle("Verify cost vs draft length and unique experts")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, "Verify cost vs draft length and unique experts")
 
 
 if __name__ == "__main__":
