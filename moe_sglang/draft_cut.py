@@ -45,6 +45,7 @@ def cut_draft_trees(
     next_token: torch.Tensor,  # [bs, n] first child of each node, -1 = none
     next_sibling: torch.Tensor,  # [bs, n] next sibling of each node, -1 = none
     max_depths: list[int],  # [bs] K_i: drafts request i may accept
+    depths: list[list[int]] | None = None,  # node_depths of these links when the caller has them already
 ) -> torch.Tensor:
     """A copy of `next_token` in which no node of depth >= K_i has a child, on `next_token`'s device."""
     if next_token.dim() != 2 or next_token.shape != next_sibling.shape:
@@ -56,7 +57,8 @@ def cut_draft_trees(
     if any(k < 0 for k in max_depths):
         raise ValueError(f"draft lengths must be >= 0, got {max_depths}")
     nxt = next_token.tolist()
-    depths = node_depths(nxt, next_sibling.tolist())
+    if depths is None:
+        depths = node_depths(nxt, next_sibling.tolist())
     for row, depth, k in zip(nxt, depths, max_depths, strict=True):
         for node, d in enumerate(depth):
             if d >= k:
@@ -73,11 +75,6 @@ def acceptable_tokens(
     depths = node_depths(next_token.tolist(), next_sibling.tolist())
     flags = [[1.0 if 0 <= d <= k else 0.0 for d in depth] for depth, k in zip(depths, max_depths, strict=True)]
     return torch.tensor(flags).reshape(-1).to(next_token.device, non_blocking=True)
-
-
-def draft_depths(next_token: torch.Tensor, next_sibling: torch.Tensor) -> list[int]:
-    """Depth of each request's draft tree: the most drafts it could have accepted (0 = the drafter found nothing)."""
-    return [max(depth) for depth in node_depths(next_token.tolist(), next_sibling.tolist())]
 
 
 def parents_precede_children(tree_mask: torch.Tensor) -> bool:

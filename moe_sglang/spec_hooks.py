@@ -29,8 +29,8 @@ from collections.abc import Callable
 from moe_sglang.draft_cut import (
     acceptable_tokens,
     cut_draft_trees,
-    draft_depths,
     narrow_verify,
+    node_depths,
     parents_precede_children,
     widen_rows,
 )
@@ -145,8 +145,10 @@ def _sample_hook(runtime: SpecRuntime) -> Callable:
             return original(verify_input, batch, *args, **kwargs)
         full = verify_input.retrieve_next_token
         if min(state.plan.ks) < state.max_k:
+            # node depths from the prepare hook, when it computed them; narrowing keeps a prefix of the nodes
+            known = None if state.node_depths is None else [d[: full.shape[1]] for d in state.node_depths]
             verify_input.retrieve_next_token = cut_draft_trees(
-                full, verify_input.retrieve_next_sibling, list(state.plan.ks)
+                full, verify_input.retrieve_next_sibling, list(state.plan.ks), known
             )
         try:
             out = original(verify_input, batch, *args, **kwargs)
@@ -164,7 +166,8 @@ def _ngram_prepare_hook(runtime: SpecRuntime) -> Callable:
     def around(original, worker, batch, *args, **kwargs):
         out = timed(original, worker, batch, *args, **kwargs)
         state = runtime.step
-        if state is not None and batch.forward_mode.is_target_verify() and _narrowable(runtime, worker, batch):
+        # a step waiting for its draft is one the step hook found narrowable
+        if state is not None and state.pending is not None and batch.forward_mode.is_target_verify():
             _narrow_ngram_verify(runtime, worker, batch, state)
         return out
 
@@ -192,9 +195,9 @@ def _narrow_ngram_verify(runtime: SpecRuntime, worker, batch, state) -> None:
 
     spec, bs = batch.spec_info, len(batch.reqs)
     n = spec.draft_token_num
-    depths = draft_depths(spec.retrieve_next_token, spec.retrieve_next_sibling)
-    if state.pending is not None:
-        runtime.plan_after_draft(state, depths)
+    state.node_depths = node_depths(spec.retrieve_next_token.tolist(), spec.retrieve_next_sibling.tolist())
+    depths = [max(d) for d in state.node_depths]  # per request: the most drafts it could accept
+    runtime.plan_after_draft(state, depths)
     if spec.custom_mask is None or spec.custom_mask.numel() != bs * n * n:
         return  # not the draft-only mask
     state.verified_ks = tuple(min(k, d) for k, d in zip(state.plan.ks, depths, strict=True))

@@ -45,6 +45,9 @@ class StepState:
     unique_experts: tuple[int, ...] = ()  # [num_layers] experts touched by the verify forward
     dropped_experts: int = 0  # experts the budget kept out, over all layers
     narrowed_from: int = 0  # the worker's own verify width when this step was narrowed (spec_hooks); 0 = not
+    verified_ks: tuple[int, ...] | None = None  # [bs] min(K_i, draft depth): drafts request i could accept; None = K_i
+    pending: tuple | None = None  # (views, layout) of a plan deferred until the draft exists
+    node_depths: list[list[int]] | None = None  # [bs][n] depth of every draft node, once the prepare hook read them
 
 
 @dataclass
@@ -86,7 +89,8 @@ class SpecRuntime:
         plan = _unplanned(len(views), max_k) if after_draft else self._plan(now, views, hints, max_k, layout)
         context = sum(v.context_len for v in views)
         self.step = StepState(tuple(v.request_id for v in views), hints, plan, max_k, verify_width, context, now)
-        self.step.pending = (views, layout) if after_draft else None
+        if after_draft:
+            self.step.pending = (views, layout)
         return self.step
 
     def plan_after_draft(self, state: StepState, depths: list[int]) -> StepPlan:
@@ -116,8 +120,11 @@ class SpecRuntime:
         accept_lens = state.accept_lens if state.accept_lens is not None else result.accept_lens
         accepted = [max(int(a) - 1, 0) for a in accept_lens.tolist()]
         now = time.perf_counter()
+        # what was verified: a position the drafter left empty is neither accepted nor rejected, so policies learn
+        # P(accept | a draft was there), not how often the drafter finds one
+        verified = state.verified_ks or state.plan.ks
         requests = tuple(
-            RequestStepStats(rid, k, min(a, k)) for rid, k, a in zip(state.rids, state.plan.ks, accepted, strict=True)
+            RequestStepStats(rid, k, min(a, k)) for rid, k, a in zip(state.rids, verified, accepted, strict=True)
         )
         stats = StepStats(
             now=now,
@@ -137,7 +144,7 @@ class SpecRuntime:
         self._remember(requests)
         if self.metrics is not None:
             tenants = [h.tenant for h in state.hints]
-            self.metrics.record(list(state.plan.policies), tenants, stats, state.dropped_experts)
+            self.metrics.record(list(state.plan.policies), tenants, stats, state.dropped_experts, state.plan.ks)
         self.steps += 1
         self.last = stats
         return stats

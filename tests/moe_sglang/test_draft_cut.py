@@ -146,3 +146,9 @@ def test_parents_after_children_are_detected():
 def test_widen_rows_pads_each_request():
     out = widen_rows(torch.tensor([1, 2, 3, 4]), bs=2, width=2, n=4)
     assert out.tolist() == [1, 2, 0, 0, 3, 4, 0, 0]
+
+
+def test_cut_with_known_depths_equals_cut_that_derives_them():
+    nxt, sib = torch.tensor([TREE_NEXT] * 3), torch.tensor([TREE_SIB] * 3)
+    known = node_depths(nxt.tolist(), sib.tolist())
+    assert torch.equal(cut_draft_trees(nxt, sib, [0, 1, 2], known), cut_draft_trees(nxt, sib, [0, 1, 2]))
