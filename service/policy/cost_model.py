@@ -104,7 +104,7 @@ class StepTimeModel:
         self._other: float | None = None
         self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
-        # new shape; in the CPU engine the first step at a new width took 1.4-1.7x the later ones)
+        # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
 
     def experts(self, tokens: float, requests: int, budget: int | None = None) -> float:
