@@ -1,6 +1,6 @@
 """MoE-Spec's expert budget in the verify forward only, and the count of experts each verify forward touches.
 
-Wraps SGLang's `TopK` routing (hook in spec_hooks.py). Outside a verify forward it passes the routing through, so
+Wraps SGLang's `TopK` routing (topk_hook below). Outside a verify forward it passes the routing through, so
 prefill, plain decode and the draft model are never affected. Inside one, per MoE layer:
 - it records which experts the routing picked (`wanted`) and which the MoE then computes (`touched`), as [E] bool
   tensors on the routing's device, so counting costs no host sync per layer (one `.tolist()` at the end of the step);
@@ -17,13 +17,15 @@ the layer falls back to truncation.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
 
+from moe_sglang.settings import BUDGET_MODES
 from service.kernels.moe_ref import apply_budget_substitution, apply_budget_truncation, select_budget_experts
-
-BUDGET_MODES = ("truncation", "substitution")
 
 
 @dataclass
@@ -31,7 +33,7 @@ class VerifyExperts:
     """Routing seen during one verify forward, per MoE layer id."""
 
     budget: tuple[int, ...] | None = None  # [num_layers] experts kept per layer; None = no budget
-    mode: str = "truncation"  # one of BUDGET_MODES
+    mode: str = BUDGET_MODES[0]  # one of BUDGET_MODES
     token_weights: torch.Tensor | None = None  # [T] 1 for verify tokens that can be accepted (depth <= K_i), else 0
     wanted: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, picked by the router
     touched: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, computed by the MoE
@@ -46,6 +48,51 @@ class VerifyExperts:
         unique = touched.sum(dim=1).tolist()
         dropped = int((wanted & ~touched).sum())
         return tuple(int(u) for u in unique), dropped
+
+
+# The verify forward in flight in this thread, set by the speculative step around the target's verify forward and
+# read by the routing hook (topk_hook): routing has no extension point, and the MoE layer cannot see the step.
+_VERIFY: ContextVar[VerifyExperts | None] = ContextVar("moe_serve_verify_experts", default=None)
+
+
+@contextmanager
+def verify_scope(
+    budget: tuple[int, ...] | None, mode: str, token_weights: torch.Tensor | None = None
+) -> Iterator[VerifyExperts]:
+    """Routing inside the block is a verify forward's: budgeted (when `budget` is set) and counted."""
+    scope = VerifyExperts(budget=budget, mode=mode, token_weights=token_weights)
+    token = _VERIFY.set(scope)
+    try:
+        yield scope
+    finally:
+        _VERIFY.reset(token)
+
+
+# SGLang's TopK routing methods the hook wraps (forward_native is the CPU path without AMX,
+# sglang/kernels/fused_op.py: _platform_key). Why a hook: SGLang has no extension point between the router and the
+# MoE kernel, and the budget must change which experts the MoE computes.
+TOPK_TARGETS = tuple(f"sglang.srt.layers.moe.topk.TopK.forward_{p}" for p in ("native", "cpu", "cuda"))
+
+
+def topk_hook(original, topk, hidden_states, router_logits, *args, **kwargs):
+    """AROUND hook of TopK.forward_*: outside a verify forward (prefill, plain decode, the draft model) routing
+    passes through untouched."""
+    out = original(topk, hidden_states, router_logits, *args, **kwargs)
+    scope = _VERIFY.get()
+    if scope is None or topk.is_draft or not hasattr(out, "topk_ids") or not hasattr(out, "_replace"):
+        return out
+    config = topk.topk_config
+    plain = not config.use_grouped_topk and config.correction_bias is None and config.scoring_func == "softmax"
+    weights, ids = route_in_verify(
+        scope,
+        topk.layer_id,
+        out.topk_weights,
+        out.topk_ids,
+        router_logits,
+        renormalize=config.renormalize,
+        plain_softmax=plain and config.custom_routing_function is None,
+    )
+    return out._replace(topk_weights=weights, topk_ids=ids)
 
 
 def route_in_verify(

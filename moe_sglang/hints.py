@@ -8,7 +8,7 @@ with `/v1/completions` and `/v1/chat/completions` as the top-level `custom_param
                                     "max_k": 3, "expert_budget": 6}}
 
 Every field is optional. A request with no `moe_serve` hints at all (e.g. straight to SGLang, not through the
-gateway) gets the engine's no-hint policy: MOE_SERVE_DEFAULT_POLICY if set, else NO_POLICY, which keeps SGLang's own
+gateway) gets the engine's default policy (settings.py), by default NO_POLICY, which keeps SGLang's own
 behaviour (every request verifies the drafter's full depth, no policy consulted). `policy` picks the speculation policy for this request (`_` and `-` are the same, so the
 gateway's `moe_serve` is `moe-serve`); `max_k` caps the policy's K for this request (0 = no speculation);
 `expert_budget` caps the experts per MoE layer in verification, honoured only with `allow_lossy_budget`.
@@ -23,7 +23,6 @@ from service.policy import SloClass
 HINTS_KEY = "moe_serve"
 DEFAULT_POLICY = "moe-serve"  # for hinted requests that name no policy, and for unknown names
 NO_POLICY = "sglang"  # label of requests decided by SGLang alone (K = the drafter's full depth)
-NO_HINT_POLICY_ENV = "MOE_SERVE_DEFAULT_POLICY"
 
 
 @dataclass(frozen=True)

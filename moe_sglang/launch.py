@@ -89,7 +89,9 @@ def server_argv(config: EngineConfig) -> list[str]:
 def _speculation_argv(spec: SpeculationConfig) -> list[str]:
     if spec.algorithm == "none":
         return []
-    argv = ["--speculative-algorithm", spec.algorithm.upper()]
+    from moe_sglang.algorithm import ALGORITHMS  # moe-serve's registered algorithms (per-request steps)
+
+    argv = ["--speculative-algorithm", ALGORITHMS[spec.algorithm]]
     argv += ["--speculative-num-draft-tokens", str(spec.num_draft_tokens)]
     if spec.algorithm == "ngram":
         # SGLang's NGRAM drafts a BFS tree over its n-gram trie; breadth 1 makes it a chain.

@@ -37,9 +37,16 @@ UNIQUE_EXPERTS = "moe_serve:verify_unique_experts"
 # sum by (policy) (rate(moe_serve:verify_budget_dropped_experts_total[5m]))   -- experts the budget kept out, all layers
 BUDGET_DROPPED = "moe_serve:verify_budget_dropped_experts"
 
-# sum (rate(moe_serve:verify_tokens_total[5m])) / sum (rate(moe_serve:spec_step_seconds_count{phase="verify"}[5m]))
-#   tokens one verify forward processed (all requests; fewer than batch x draft when the verify was narrowed)
+# sum (rate(moe_serve:verify_tokens_total[5m])) / sum (rate(moe_serve:target_forwards_total{kind="verify"}[5m]))
+#   tokens one verify forward processed, counted from the forward's input (ragged: sum_i min(K_i, D_i) + 1)
 VERIFY_TOKENS = "moe_serve:verify_tokens"
+# sum (rate(moe_serve:decode_tokens_total[5m]))   -- tokens of plain decode forwards (steps where nobody speculated)
+DECODE_TOKENS = "moe_serve:decode_tokens"
+# sum by (kind) (rate(moe_serve:target_forwards_total[5m]))   -- decode steps by the target forward they ran:
+#   kind="verify" (someone speculated) or kind="decode" (a plain decode step)
+TARGET_FORWARDS = "moe_serve:target_forwards"
+# sum (rate(moe_serve:draft_phases_total[5m]))   -- steps that ran the drafter (a request with K = 0 is not drafted for)
+DRAFT_PHASES = "moe_serve:draft_phases"
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 K_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
@@ -77,6 +84,9 @@ class SpecMetrics:
             STEP_SECONDS, "Step time by phase", ["phase"], buckets=SECONDS_BUCKETS, registry=r
         )
         self.verify_tokens = Counter(VERIFY_TOKENS, "Tokens processed by verify forwards", registry=r)
+        self.decode_tokens = Counter(DECODE_TOKENS, "Tokens processed by plain decode forwards", registry=r)
+        self.target_forwards = Counter(TARGET_FORWARDS, "Target forwards of decode steps", ["kind"], registry=r)
+        self.draft_phases = Counter(DRAFT_PHASES, "Decode steps that ran the drafter", registry=r)
         self.mixed = Counter(MIXED_STEPS, "Steps with K = 0 and K > 0 requests in one batch", registry=r)
         self.unique = Histogram(
             UNIQUE_EXPERTS,
@@ -88,6 +98,11 @@ class SpecMetrics:
         self.dropped = Counter(
             BUDGET_DROPPED, "Experts dropped by the verify budget, summed over layers", ["policy"], registry=r
         )
+
+    def count_forward(self, kind: str, tokens: int) -> None:
+        """A target forward of a decode step: kind "verify" or "decode", `tokens` = its input rows."""
+        self.target_forwards.labels(kind).inc()
+        (self.verify_tokens if kind == "verify" else self.decode_tokens).inc(tokens)
 
     @classmethod
     def if_enabled(cls) -> SpecMetrics | None:
@@ -111,7 +126,6 @@ class SpecMetrics:
             mine = [r for p, r in zip(policies, stats.requests, strict=True) if p == policy]
             verified = len(mine) * stats.verify_width if stats.verify_width else sum(r.k + 1 for r in mine)
             self.utility.labels(policy).observe(sum(r.accepted + 1 for r in mine) / verified)
-        self.verify_tokens.inc(stats.verify_tokens)
         for phase, seconds in (("draft", stats.draft_s), ("verify", stats.verify_s), ("other", stats.other_s)):
             self.step_seconds.labels(phase).observe(seconds)
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"

@@ -1,21 +1,29 @@
 """SGLang general plugin (entry point group `sglang.srt.plugins`, name `moe_serve`).
 
 SGLang calls `load()` in its main process before server arguments are post-processed and as the first step of each
-scheduler process. On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it:
+scheduler process. It first checks every SGLang name moe-serve touches against the installed SGLang
+(touchpoints.py) and stops the engine with a message naming what moved. Then, on every device:
 
-1. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
-   speculative-decoding helpers call (`service.kernels.sgl_cpu_ops`); no PyPI wheel ships them for CPU. Must happen
-   before the model runner is built: the backend looks the attention ops up in its constructor.
-2. tells SGLang the platform has AMX (`override_platform(has_amx=True)`), so its argument post-processing keeps the
+1. registers moe-serve's speculative algorithms MOE_SERVE_NGRAM and MOE_SERVE_STANDALONE (algorithm.py): the
+   per-request speculative step runs in their workers;
+2. hooks MoE routing (expert_budget.topk_hook) so verify forwards can be kept inside an expert budget and their
+   experts counted.
+
+On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
+
+3. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
+   speculative helpers call (`service.kernels.sgl_cpu_ops`); no PyPI wheel ships them for CPU. Must happen before
+   the model runner is built: the backend looks the attention ops up in its constructor;
+4. registers the ragged-verify-aware subclass of that backend under its own name (cpu_attention.py);
+5. tells SGLang the platform has AMX (`override_platform(has_amx=True)`), so its argument post-processing keeps the
    `intel_amx` backend instead of silently rewriting it to `torch_native` (which rejects target-verify batches). Only
    the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
-   `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed.
-3. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version.
-4. makes sampled speculative verification lossless on CPU (see sampled_verify.py).
+   `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed;
+6. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
+7. makes sampled speculative verification lossless on CPU (sampled_verify.py).
 
-On every device it installs the per-request speculation hooks (spec_hooks.py: policies, K_i per request, expert
-budget in verify, step stats and metrics; issue 8). Otherwise on CUDA machines it does nothing: SGLang's own kernels and FlashInfer are used. SGLang logs and swallows plugin
-exceptions, so failures are also recorded in `PluginState` and re-raised where our launcher checks them.
+SGLang logs and swallows plugin exceptions, so failures are also recorded in `PluginState`; an incompatible SGLang
+raises SystemExit, which SGLang does not swallow.
 """
 
 from __future__ import annotations
@@ -30,11 +38,10 @@ logger = logging.getLogger(__name__)
 @dataclass
 class PluginState:
     loaded: bool = False  # load() ran to the end in this process
+    algorithms: list[str] = field(default_factory=list)  # speculative algorithms registered in this process
     cpu_ops: list[str] = field(default_factory=list)  # sgl_kernel ops registered by us in this process
     platform_override: bool = False  # has_amx overridden in this process
     sampled_verify: list[str] = field(default_factory=list)  # eagle_utils names given torch versions
-    spec_hooks: list[str] = field(default_factory=list)  # SGLang targets wrapped for per-request speculation
-    runtime: object | None = None  # spec_step.SpecRuntime of this process
 
 
 STATE = PluginState()  # per process by nature: SGLang loads plugins once per process
@@ -45,46 +52,35 @@ def cpu_engine() -> bool:
 
 
 def load() -> None:
-    from moe_sglang.compat import check_sglang
+    from moe_sglang import algorithm, expert_budget
+    from moe_sglang.touchpoints import check_touchpoints, hook
 
-    check_sglang()
+    check_touchpoints()
+    STATE.algorithms = algorithm.register()
+    for target in expert_budget.TOPK_TARGETS:
+        hook(target, expert_budget.topk_hook, "around")
     if cpu_engine():
         _load_cpu()
-    _load_spec_hooks()
     STATE.loaded = True
-    logger.info(
-        "moe-serve plugin loaded (cpu=%s, ops=%d, spec hooks=%d)",
-        cpu_engine(),
-        len(STATE.cpu_ops),
-        len(STATE.spec_hooks),
-    )
+    logger.info("moe-serve plugin loaded (cpu=%s, ops=%d)", cpu_engine(), len(STATE.cpu_ops))
 
 
 def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
-    from moe_sglang import sampled_verify
+    from moe_sglang import cpu_attention, sampled_verify
+    from moe_sglang.touchpoints import hook
+    from service.kernels import shared_expert_gate
     from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
 
     STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel")
-    _replace_triton_only_functions()
+    cpu_attention.register()
+    for target, name in _TRITON_ONLY.items():
+        hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()
     if not STATE.platform_override:
         override_platform(has_amx=True).install()
         STATE.platform_override = True
-
-
-def _load_spec_hooks() -> None:
-    from moe_sglang import spec_hooks
-    from moe_sglang.hints import NO_HINT_POLICY_ENV, NO_POLICY
-    from moe_sglang.spec_step import SpecRuntime
-
-    if STATE.runtime is None:
-        STATE.runtime = SpecRuntime(
-            budget_mode=spec_hooks.budget_mode_from_env(),
-            no_hint_policy=os.environ.get(NO_HINT_POLICY_ENV) or NO_POLICY,
-        )
-        STATE.spec_hooks = spec_hooks.install(STATE.runtime)
 
 
 # SGLang functions that exist only as Triton kernels, replaced on CPU by their torch versions. The targets are the
@@ -93,12 +89,3 @@ _TRITON_ONLY = {
     "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul": "gate_sigmoid_mul",
     "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul_add": "gate_sigmoid_mul_add",
 }
-
-
-def _replace_triton_only_functions() -> None:
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
-    from service.kernels import shared_expert_gate
-
-    for target, name in _TRITON_ONLY.items():
-        HookRegistry.register(target, getattr(shared_expert_gate, name), HookType.REPLACE)

@@ -2,7 +2,7 @@
 
 Each decode step the batch's requests are grouped by the policy their hints name; each policy's `decide()` gets a
 BatchView of its own requests (a policy never sees another policy's requests) and its K per request, capped by the
-request's `max_k` hint. Policy parameters come from MOE_SERVE_POLICY_PARAMS, a JSON object {name: {param: value}};
+request's `max_k` hint. Policy parameters come from the engine settings (settings.py), {name: {param: value}};
 the model shape (num_experts, top_k, num_layers) is filled in for policies whose constructor takes it.
 Requests labelled NO_POLICY keep SGLang's behaviour (K = max_k, no policy asked).
 An unknown policy name in a hint falls back to the default policy (logged once per name): a request is never failed
@@ -11,17 +11,13 @@ from inside the scheduler for a hint.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass
 
 from moe_sglang.hints import DEFAULT_POLICY, NO_POLICY, RequestHints
 from service.policy import BatchView, Decision, RequestView, SpeculationPolicy, available_policies, make_policy
 
 logger = logging.getLogger(__name__)
-
-PARAMS_ENV = "MOE_SERVE_POLICY_PARAMS"
 
 
 @dataclass(frozen=True)
@@ -31,16 +27,6 @@ class StepPlan:
     policies: tuple[str, ...]  # policy name per request
     ks: tuple[int, ...]  # draft tokens request i may have accepted (0 = plain decode)
     expert_budget: tuple[int, ...] | None  # [num_layers] experts per MoE layer in verify; None = no budget
-
-
-def policy_params_from_env(environ: dict[str, str] | None = None) -> dict[str, dict[str, object]]:
-    raw = (os.environ if environ is None else environ).get(PARAMS_ENV, "")
-    if not raw:
-        return {}
-    params = json.loads(raw)
-    if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
-        raise ValueError(f"{PARAMS_ENV} must be a JSON object of objects, got {raw!r}")
-    return params
 
 
 class PolicySet:

@@ -21,15 +21,13 @@ def verify_uses_greedy(
 
 def install() -> list[str]:
     """Patch sglang.srt.speculative.eagle_utils in this process; returns the names set."""
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     from sglang.srt.speculative import eagle_utils
 
+    from moe_sglang.touchpoints import hook
     from service.kernels.rejection_sampling import tree_speculative_sampling_target_only
     from service.kernels.renorm import top_k_renorm_prob, top_p_renorm_prob
 
-    HookRegistry.register(
-        "sglang.srt.speculative.eagle_utils._verify_uses_greedy", verify_uses_greedy, HookType.REPLACE
-    )
+    hook("sglang.srt.speculative.eagle_utils._verify_uses_greedy", verify_uses_greedy, "replace")
     # These three are None on CPU (no kernel); HookRegistry wraps callables only, so they are set directly.
     missing = {
         "tree_speculative_sampling_target_only": tree_speculative_sampling_target_only,

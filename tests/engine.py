@@ -43,8 +43,10 @@ class EnginePool:
             self._live.popitem()[1][0].close()
 
 
-def engine_config(model: Path, **spec) -> EngineConfig:
-    return EngineConfig(model_path=str(model), port=0, speculation=SpeculationConfig(**spec))
+def engine_config(model: Path, *, metrics: bool = False, **spec) -> EngineConfig:
+    """A test engine on `model`; `metrics` adds SGLang's --enable-metrics (our moe_serve:* metrics with it)."""
+    extra = ("--enable-metrics",) if metrics else ()
+    return EngineConfig(model_path=str(model), port=0, speculation=SpeculationConfig(**spec), extra_args=extra)
 
 
 def generate(url: str, input_ids: list[int], max_new_tokens: int, **sampling) -> dict:

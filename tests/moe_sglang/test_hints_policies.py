@@ -4,7 +4,8 @@ a lossy expert budget only when every request of the batch allows it."""
 import pytest
 
 from moe_sglang.hints import RequestHints, parse_hints
-from moe_sglang.policies import PolicySet, policy_params_from_env
+from moe_sglang.policies import PolicySet
+from moe_sglang.settings import EngineSettings
 from service.policy import RequestView
 
 SHAPE = {"num_experts": 8, "top_k": 2, "num_layers": 2}
@@ -70,12 +71,29 @@ def test_unknown_policy_falls_back_to_default():
     assert plan.policies == ("moe-serve",)
 
 
-def test_params_from_env_reach_the_policy():
-    params = policy_params_from_env({"MOE_SERVE_POLICY_PARAMS": '{"static": {"k": 1}}'})
-    plan = PolicySet(SHAPE, params).plan(0.0, views(1), [RequestHints(policy="static")], max_k=3)
+def test_settings_round_trip_through_the_environment_and_reach_the_policy():
+    settings = EngineSettings(
+        default_policy="cascade", policy_params_json='{"static": {"k": 1}}', verify_layout="fixed"
+    )
+    assert EngineSettings.from_env(settings.to_env()) == settings
+    assert EngineSettings.from_env({}) == EngineSettings()
+    plan = PolicySet(SHAPE, settings.policy_params).plan(0.0, views(1), [RequestHints(policy="static")], max_k=3)
     assert plan.ks == (1,)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(policy_params_json="[1]"),
+        dict(policy_params_json="{not json"),
+        dict(budget_mode="drop-all"),
+        dict(verify_layout="diagonal"),
+        dict(default_policy=" "),
+    ],
+)
+def test_bad_settings_fail_at_launch(bad):
     with pytest.raises(ValueError):
-        policy_params_from_env({"MOE_SERVE_POLICY_PARAMS": "[1]"})
+        EngineSettings(**bad)
 
 
 @pytest.mark.parametrize(
@@ -111,17 +129,23 @@ class _Req:
 
 
 def test_runtime_survives_bad_hints_and_failing_policies(monkeypatch):
-    from moe_sglang.spec_step import SpecRuntime
+    from moe_sglang.step import SpecRuntime
 
-    runtime = SpecRuntime(policies=PolicySet(SHAPE))
-    batch = type(
-        "B", (), {"reqs": [_Req("a", {"moe_serve": {"max_k": -1}}), _Req("b", {"moe_serve": {"policy": "static"}})]}
-    )
-    state = runtime.begin(batch, None, max_k=3, verify_width=4)
-    assert state.plan.ks == (3, 3) and state.plan.policies == ("sglang", "static")
+    runtime = SpecRuntime(EngineSettings(), SHAPE)
+    reqs = [_Req("a", {"moe_serve": {"max_k": -1}}), _Req("b", {"moe_serve": {"policy": "static"}})]
+    step = runtime.open(reqs, max_k=3)
+    assert runtime.plan(step).ks == (3, 3) and step.plan.policies == ("sglang", "static")
 
     def broken(*args, **kwargs):
         raise RuntimeError("policy bug")
 
     monkeypatch.setattr(runtime.policies, "plan", broken)
-    assert runtime.begin(batch, None, max_k=3, verify_width=4).plan.ks == (3, 3)
+    assert runtime.plan(runtime.open(reqs, max_k=3)).ks == (3, 3)
+
+
+def test_hint_caps_are_known_before_drafting():
+    from moe_sglang.step import SpecRuntime
+
+    runtime = SpecRuntime(EngineSettings(), SHAPE)
+    reqs = [_Req("a", {"moe_serve": {"max_k": 0}}), _Req("b", {"moe_serve": {"max_k": 2}}), _Req("c", None)]
+    assert runtime.open(reqs, max_k=3).ceilings() == [0, 2, 3]

@@ -35,7 +35,7 @@ def test_gpu_leaves_backends_to_sglang():
         (
             SpeculationConfig("ngram", topk=1, num_draft_tokens=4),
             {
-                "--speculative-algorithm": "NGRAM",
+                "--speculative-algorithm": "MOE_SERVE_NGRAM",
                 "--speculative-ngram-max-bfs-breadth": "1",
                 "--speculative-num-draft-tokens": "4",
             },
@@ -44,7 +44,7 @@ def test_gpu_leaves_backends_to_sglang():
         (
             SpeculationConfig("standalone", draft_model_path="/d", num_steps=3, topk=2, num_draft_tokens=6),
             {
-                "--speculative-algorithm": "STANDALONE",
+                "--speculative-algorithm": "MOE_SERVE_STANDALONE",
                 "--speculative-draft-model-path": "/d",
                 "--speculative-eagle-topk": "2",
                 "--speculative-num-steps": "3",

@@ -40,13 +40,24 @@ def test_mixed_step():
     assert get(m.STEP_SECONDS + "_sum", phase="verify") == 0.1
 
 
-def test_rectangular_verify_counts_every_request_at_the_width():
-    # widths: the verify ran 3 tokens for each of 2 requests although one may accept none
+def test_rectangular_verify_utility_counts_every_request_at_the_width():
+    # the verify ran 3 tokens for each of 2 requests although one may accept none
     get = recorded(["static", "static"], ["a", "a"], [(0, 0), (2, 2)], width=3)
-    assert get(m.VERIFY_TOKENS + "_total") == 6
     assert get(m.UTILITY + "_sum", policy="static") == 4 / 6
     ragged = recorded(["static", "static"], ["a", "a"], [(0, 0), (2, 2)])
-    assert ragged(m.VERIFY_TOKENS + "_total") == 4
+    assert ragged(m.UTILITY + "_sum", policy="static") == 1.0
+
+
+def test_forwards_are_counted_by_kind():
+    registry = CollectorRegistry()
+    metrics = m.SpecMetrics(registry)
+    metrics.count_forward("verify", 7)
+    metrics.count_forward("decode", 3)
+    metrics.count_forward("decode", 2)
+    get = registry.get_sample_value
+    assert get(m.VERIFY_TOKENS + "_total", {}) == 7 and get(m.DECODE_TOKENS + "_total", {}) == 5
+    assert get(m.TARGET_FORWARDS + "_total", {"kind": "decode"}) == 2
+    assert get(m.TARGET_FORWARDS + "_total", {"kind": "verify"}) == 1
 
 
 def test_uniform_step_is_not_mixed():

@@ -1,9 +1,14 @@
 """Greedy output with NGRAM and STANDALONE speculation (chain and tree) == without speculation, and speculation
 really ran: accepted drafts are seen on prompts that draft well. meta_info's spec_accept_length is completion tokens
-per verify step; with every draft rejected it is 48/47 ≈ 1.02 here (the first token comes from prefill)."""
+per verify step; with every draft rejected it is 48/47 ≈ 1.02 here (the first token comes from prefill). Then the
+same with K = 0, 1, 2, 3 mixed in one batch (per-request K from the static policy's hint)."""
 
+import concurrent.futures
+
+import httpx
 import pytest
 
+from moe_sglang.metrics import MIXED_STEPS
 from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
@@ -31,13 +36,17 @@ SPEC_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(SPEC_CASES))
-def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engine_pool):
+def spec_engine(case, tiny_models, engine_pool) -> str:
     spec = dict(SPEC_CASES[case])
     if spec["algorithm"] == "standalone":
         draft = "mixtral-other" if case == "standalone-poor-draft" else "mixtral-echo"
         spec["draft_model_path"] = str(tiny_models[draft])
-    url = engine_pool.url(engine_config(tiny_models["mixtral-echo"], **spec))
+    return engine_pool.url(engine_config(tiny_models["mixtral-echo"], metrics=True, **spec))
+
+
+@pytest.mark.parametrize("case", list(SPEC_CASES))
+def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engine_pool):
+    url = spec_engine(case, tiny_models, engine_pool)
     accept_lengths = []
     for (prompt, length), expected in plain_outputs.items():
         out = generate(url, list(prompt), length, ignore_eos=True)
@@ -49,3 +58,26 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
         assert min(accept_lengths) < 1.2, f"a draft with other weights should be rejected mostly: {accept_lengths}"
     else:
         assert max(accept_lengths) > 1.2, f"{case}: drafts were hardly accepted: {accept_lengths}"
+
+
+def mixed_steps(url) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(MIXED_STEPS + "_total"))
+
+
+@pytest.mark.parametrize("case", [c for c in SPEC_CASES if c != "standalone-poor-draft"])
+def test_mixed_k_batch_equals_plain(case, plain_outputs, tiny_models, engine_pool):
+    """Four requests with K = 0, 1, 2, 3 decoding together: each one's output equals plain decoding."""
+    url = spec_engine(case, tiny_models, engine_pool)
+    prompts = [*ACCEPTING, ACCEPTING[0]]
+    before = mixed_steps(url)
+
+    def run(prompt, k):
+        custom = {"moe_serve": {"policy": "static", "max_k": k}}
+        return generate(url, prompt, LONG, ignore_eos=True, custom_params=custom)["output_ids"]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(run, prompts, [0, 1, 2, 3]))
+    for prompt, out in zip(prompts, outs, strict=True):
+        assert out == plain_outputs[(tuple(prompt), LONG)], f"{case}: prompt {prompt[:6]}... diverged"
+    assert mixed_steps(url) > before, f"{case}: K = 0 and K > 0 never shared a step"

@@ -1,0 +1,124 @@
+"""After the target forward: SGLang's acceptance on the dense [bs, n] draft layout, and the step's result in the shape
+SGLang's scheduler expects of an NGRAM worker (rows of n tokens, `accept_lens`, the next step's draft input).
+
+Acceptance is SGLang's own (`eagle_sample`: greedy or, with our CPU kernels, sampled tree verification), then the KV
+move of the accepted tokens and the logprobs, as NGRAMWorker.forward_batch_generation does after its verify forward
+(SGLang 0.5.23). Every request's tree links beyond its L_i nodes are cut before this runs (ragged.py), so a request
+accepts at most its K_i drafts and rows that were not verified are never read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from moe_sglang.settings import VERIFY_LAYOUTS
+
+
+def forward_lens(accept_lens: list[int], stride: int, layout: str) -> list[int]:
+    """Nodes per request in the verify forward of each layout (settings.VERIFY_LAYOUTS); `accept_lens` = L_i."""
+    if layout == "ragged":
+        return list(accept_lens)
+    if layout == "rectangular":
+        return [max(accept_lens)] * len(accept_lens)
+    if layout == "fixed":
+        return [stride] * len(accept_lens)
+    raise ValueError(f"verify layout {layout!r}: expected one of {VERIFY_LAYOUTS}")
+
+
+@dataclass
+class StepOutput:
+    result: object  # SGLang's GenerationBatchResult
+
+    def accepted(self) -> list[int]:
+        """[bs] drafts each request accepted (the bonus token not counted)."""
+        return [int(a) - 1 for a in self.result.accept_lens.tolist()]
+
+    @classmethod
+    def plain(cls, batch, plain, stride: int, num_draft_tokens: int) -> StepOutput:
+        """A plain decode step (plain_decode.py) reported as a verify step that accepted no draft."""
+        bs = len(batch.reqs)
+        accept_lens = torch.ones(bs, dtype=torch.int32, device=batch.device)
+        rows = torch.zeros(bs, stride, dtype=torch.int32, device=batch.device)
+        rows[:, 0] = plain.next_tokens
+        return cls(
+            ngram_result(
+                plain.logits_output,
+                rows.reshape(-1),
+                accept_lens,
+                batch.seq_lens + 1,
+                plain.can_run_cuda_graph,
+                stride,
+                num_draft_tokens,
+            )
+        )
+
+
+def accept_on_dense_rows(worker, batch, verify_input, logits_output, can_run_graph, grammar_host) -> StepOutput:
+    """Acceptance, KV move and logprobs of an NGRAM verify; `batch` holds the dense inputs again (input_ids,
+    out_cache_loc, spec_info = `verify_input`) and `logits_output` the dense [bs * n] logits."""
+    from sglang.srt.layers.logprob_processor import compute_spec_logprobs
+    from sglang.srt.speculative.ngram_worker import eagle_sample
+    from sglang.srt.speculative.spec_utils import move_accept_tokens_to_target_kvcache
+
+    n = verify_input.draft_token_num
+    grammar_mask = _grammar_mask(batch, verify_input, grammar_host, n) if grammar_host is not None else None
+    watermark = worker.model_runner.watermark_state
+    predict, accept_lens, accept_index = eagle_sample(
+        verify_input, batch, logits_output, grammar_mask, watermark_state=watermark
+    )
+    accept_tokens = predict[accept_index]  # [bs, n]; entries past accept_lens are never read
+    if watermark is not None and batch.sampling_info.has_watermark_candidates:
+        watermark.append_speculative(batch.req_pool_indices, accept_tokens, accept_lens)
+    move_accept_tokens_to_target_kvcache(batch, accept_index, accept_lens - 1, worker.token_to_kv_pool_allocator)
+    if batch.return_logprob:
+        compute_spec_logprobs(batch, logits_output, predict, accept_index=accept_index)
+    return StepOutput(
+        ngram_result(
+            logits_output,
+            accept_tokens.flatten(),
+            accept_lens,
+            batch.seq_lens + accept_lens,
+            can_run_graph,
+            n,
+            worker.speculative_num_draft_tokens,
+        )
+    )
+
+
+def ngram_result(logits_output, rows, accept_lens, new_seq_lens, can_run_graph, stride, num_draft_tokens):
+    """SGLang's GenerationBatchResult of an NGRAM decode step: `rows` [bs * stride] accepted tokens per request."""
+    from sglang.srt.managers.scheduler import GenerationBatchResult
+    from sglang.srt.speculative.ngram_info import NgramVerifyInput
+
+    next_draft_input = NgramVerifyInput(
+        draft_token_num=stride, new_seq_lens=new_seq_lens, accept_tokens=rows, accept_lens=accept_lens
+    )
+    return GenerationBatchResult(
+        logits_output=logits_output,
+        next_token_ids=rows,
+        can_run_cuda_graph=can_run_graph,
+        accept_lens=accept_lens,
+        new_seq_lens=new_seq_lens,
+        next_draft_input=next_draft_input,
+        speculative_num_draft_tokens=num_draft_tokens,
+    )
+
+
+def _grammar_mask(batch, verify_input, grammar_host, n: int):
+    """The grammar's vocabulary mask over the dense draft tree, from the host tree (as SGLang's NGRAM step does)."""
+    from sglang.srt.speculative.ngram_worker import _derive_tree_links
+    from sglang.srt.speculative.spec_utils import GrammarTree, build_grammar_vocab_mask
+
+    mask, tokens = grammar_host
+    bs = len(batch.reqs)
+    next_token, next_sibling = _derive_tree_links(mask, bs, n)
+    tree = GrammarTree.from_host(next_token, next_sibling, torch.from_numpy(tokens).to(torch.int64).view(bs, -1))
+    return build_grammar_vocab_mask(
+        reqs=batch.reqs,
+        tree=tree,
+        sampling_info=batch.sampling_info,
+        device=verify_input.retrieve_next_token.device,
+        barrier=None,
+    )

@@ -1,0 +1,76 @@
+"""moe-serve's engine-side settings: one frozen object, read once from the environment of SGLang's processes.
+
+Environment variables are only the channel into SGLang's scheduler process (which SGLang spawns, so no Python object
+can be handed over): `EngineConfig.settings` (launch.py) and `moe-serve engine` flags write them with `to_env()`;
+the speculative worker reads them once with `from_env()` when it is built. Nothing else reads these variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from moe_sglang.hints import NO_POLICY
+
+# MoE-Spec's two ways of keeping a verify forward inside an expert budget (expert_budget.py)
+BUDGET_MODES = ("truncation", "substitution")
+
+# How the verify forward is laid out (the policies price K with the same names, service/policy/types.py):
+# ragged: request i verifies min(K_i, D_i) + 1 tokens; rectangular: every request verifies the batch's largest
+# min(K_i, D_i) + 1 (what a fixed-width verify kernel can do); fixed: every request verifies the drafter's full width
+# (SGLang's own layout). Acceptance is capped at K_i in all three, so output is identical; only the work differs.
+VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
+
+ENV = {
+    "default_policy": "MOE_SERVE_DEFAULT_POLICY",
+    "policy_params": "MOE_SERVE_POLICY_PARAMS",
+    "budget_mode": "MOE_SERVE_BUDGET_MODE",
+    "verify_layout": "MOE_SERVE_VERIFY_LAYOUT",
+}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    default_policy: str = NO_POLICY  # policy of requests without moe_serve hints; "sglang" = SGLang's own K
+    policy_params_json: str = ""  # JSON {policy: {param: value}}, constructor arguments per policy ("" = none)
+    budget_mode: str = "truncation"  # how the verify expert budget drops experts (expert_budget.BUDGET_MODES)
+    verify_layout: str = "ragged"  # VERIFY_LAYOUTS
+
+    def __post_init__(self) -> None:
+        if self.budget_mode not in BUDGET_MODES:
+            raise ValueError(f"budget mode {self.budget_mode!r}: expected one of {BUDGET_MODES}")
+        if self.verify_layout not in VERIFY_LAYOUTS:
+            raise ValueError(f"verify layout {self.verify_layout!r}: expected one of {VERIFY_LAYOUTS}")
+        if not self.default_policy.strip():
+            raise ValueError("the default policy must be a policy name")
+        self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
+
+    @property
+    def policy_params(self) -> dict[str, dict[str, object]]:
+        if not self.policy_params_json:
+            return {}
+        params = json.loads(self.policy_params_json)
+        if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
+            raise ValueError(f"policy params must be a JSON object of objects, got {self.policy_params_json!r}")
+        return params
+
+    def to_env(self) -> dict[str, str]:
+        return {
+            ENV["default_policy"]: self.default_policy,
+            ENV["policy_params"]: self.policy_params_json,
+            ENV["budget_mode"]: self.budget_mode,
+            ENV["verify_layout"]: self.verify_layout,
+        }
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> EngineSettings:
+        env = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            default_policy=env.get(ENV["default_policy"]) or defaults.default_policy,
+            policy_params_json=env.get(ENV["policy_params"], ""),
+            budget_mode=env.get(ENV["budget_mode"]) or defaults.budget_mode,
+            verify_layout=env.get(ENV["verify_layout"]) or defaults.verify_layout,
+        )

@@ -1,0 +1,175 @@
+"""What moe-serve adds around one speculative decode step, whatever the drafter: the requests' hints, the policies'
+plan (K_i per request, the expert budget), and the step's stats back to the policies and the metrics.
+
+The workers (ngram_worker.py, standalone_worker.py) drive the step and call, in order:
+    open(batch, max_k)                     the in-flight step: hints and views of the batch's requests
+    plan(step, draft_depths)               the policies' K_i (NGRAM plans once its draft exists: depths known)
+    close(step, verified, accepted)        StepStats -> policies' observe(), metrics, request history
+Three nouns, three types: `StepInFlight` (our bookkeeping while the step runs), `StepPlan` (the policies' decision,
+policies.py) and `StepStats` (what the step measured, service/policy/types.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from moe_sglang.hints import NO_POLICY, RequestHints, parse_hints
+from moe_sglang.metrics import SpecMetrics
+from moe_sglang.policies import PolicySet, StepPlan
+from moe_sglang.settings import EngineSettings
+from service.policy import RequestStepStats, RequestView, StepStats
+
+logger = logging.getLogger(__name__)
+
+RECENT_STEPS = 8  # verify steps of accept history shown to policies per request
+
+
+@dataclass
+class StepInFlight:
+    rids: tuple[str, ...]  # request ids in batch order
+    hints: tuple[RequestHints, ...]  # per request
+    views: tuple[RequestView, ...]  # per request, as the policies see it
+    max_k: int  # drafts per request the drafter can produce this step
+    context_tokens: int  # tokens in the batch's KV caches at step start
+    started: float  # seconds, perf_counter at step start
+    plan: StepPlan | None = None  # the policies' decision, once asked
+    draft_s: float = 0.0  # seconds drafting
+    verify_s: float = 0.0  # seconds in the target forward (verify, or plain decode)
+    draft_steps: int = 0  # sequential draft forwards that depended on K (STANDALONE); 0 for NGRAM's fixed lookup
+    verify_width: int = 0  # tokens per request of a rectangular / fixed verify layout; 0 = ragged (k_i + 1 each)
+    unique_experts: tuple[int, ...] = ()  # [num_layers] experts the verify forward computed
+    dropped_experts: int = 0  # experts the budget kept out, over all layers
+
+    def ceilings(self) -> list[int]:
+        """The most drafts each request may get before any policy is asked (its hint's max_k, the drafter's depth)."""
+        return [self.max_k if h.max_k is None else min(h.max_k, self.max_k) for h in self.hints]
+
+
+@dataclass
+class ForwardCounts:
+    """What a worker ran for decode steps, counted where it runs (tests read these; the metrics mirror them)."""
+
+    draft_phases: int = 0  # steps that ran the drafter
+    verify_forwards: int = 0  # target verify forwards
+    verify_tokens: int = 0  # their input rows
+    decode_forwards: int = 0  # plain decode forwards (steps where nobody speculated)
+    decode_tokens: int = 0  # their input rows
+
+
+@dataclass
+class SpecRuntime:
+    """Per worker (one per scheduler process): the policies, accept history, metrics."""
+
+    settings: EngineSettings
+    model_shape: dict[str, int]  # num_experts, top_k, num_layers of the target model
+    policies: PolicySet = field(init=False)
+    metrics: SpecMetrics | None = field(init=False)
+    history: dict[str, deque] = field(default_factory=dict)  # rid -> recent accepted counts
+    counts: ForwardCounts = field(default_factory=ForwardCounts)
+    steps: int = 0  # steps closed in this process
+    last: StepStats | None = None  # the latest step's stats (tests, debugging)
+
+    def __post_init__(self) -> None:
+        self.policies = PolicySet(self.model_shape, self.settings.policy_params)
+        self.metrics = SpecMetrics.if_enabled()
+
+    def open(self, reqs, max_k: int) -> StepInFlight:
+        hints = tuple(self._hints(req) for req in reqs)
+        views = tuple(
+            RequestView(
+                request_id=req.rid,
+                tenant=h.tenant,
+                slo=h.slo,
+                tokens_so_far=len(req.output_ids),
+                context_len=len(req.origin_input_ids) + len(req.output_ids),
+                recent_accepts=tuple(self.history.get(req.rid, ())),
+            )
+            for req, h in zip(reqs, hints, strict=True)
+        )
+        context = sum(v.context_len for v in views)
+        return StepInFlight(tuple(v.request_id for v in views), hints, views, max_k, context, time.perf_counter())
+
+    def plan(self, step: StepInFlight, draft_depths: list[int] | None = None) -> StepPlan:
+        """Ask the policies; with `draft_depths` each request's view says how deep its draft already is."""
+        views = list(step.views)
+        if draft_depths is not None:
+            views = [replace(v, draft_depth=d) for v, d in zip(views, draft_depths, strict=True)]
+        try:
+            step.plan = self.policies.plan(time.perf_counter(), views, list(step.hints), step.max_k, "ragged")
+        except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
+            logger.exception("speculation policies failed; verifying the full draft for this step")
+            step.plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(step.ceilings()), None)
+        return step.plan
+
+    def close(self, step: StepInFlight, verified: list[int], accepted: list[int]) -> StepStats:
+        """`verified[i]`: drafts request i verified (min(K_i, D_i)); `accepted[i]`: drafts it accepted."""
+        now = time.perf_counter()
+        requests = tuple(
+            RequestStepStats(rid, k, min(a, k)) for rid, k, a in zip(step.rids, verified, accepted, strict=True)
+        )
+        stats = StepStats(
+            now=now,
+            batch_size=len(requests),
+            requests=requests,
+            draft_s=step.draft_s,
+            verify_s=step.verify_s,
+            other_s=max(now - step.started - step.draft_s - step.verify_s, 0.0),
+            unique_experts=step.unique_experts,
+            context_tokens=step.context_tokens,
+            draft_steps=step.draft_steps,
+            verify_width=step.verify_width,
+        )
+        plan = step.plan
+        for name in dict.fromkeys(plan.policies):
+            # every policy sees the whole step: its cost model fits step time against the whole batch's work
+            self.policies.observe(name, stats)
+        self._remember(requests)
+        if self.metrics is not None:
+            tenants = [h.tenant for h in step.hints]
+            self.metrics.record(list(plan.policies), tenants, stats, step.dropped_experts, plan.ks)
+        self.steps += 1
+        self.last = stats
+        return stats
+
+    def count_draft(self) -> None:
+        self.counts.draft_phases += 1
+        if self.metrics is not None:
+            self.metrics.draft_phases.inc()
+
+    def count_forward(self, kind: str, tokens: int) -> None:
+        """A target forward of a decode step: "verify" or "decode" (plain), `tokens` = its input rows."""
+        if kind == "verify":
+            self.counts.verify_forwards += 1
+            self.counts.verify_tokens += tokens
+        else:
+            self.counts.decode_forwards += 1
+            self.counts.decode_tokens += tokens
+        if self.metrics is not None:
+            self.metrics.count_forward(kind, tokens)
+
+    def _hints(self, req) -> RequestHints:
+        try:
+            return parse_hints(req.sampling_params.custom_params, self.settings.default_policy)
+        except ValueError as err:  # a client's malformed hint: warn, never fail the batch from the scheduler
+            logger.warning("request %s: ignoring moe_serve hints (%s)", req.rid, err)
+            return parse_hints(None, self.settings.default_policy)
+
+    def _remember(self, requests: tuple[RequestStepStats, ...]) -> None:
+        for r in requests:
+            if r.k > 0:
+                self.history.setdefault(r.request_id, deque(maxlen=RECENT_STEPS)).append(r.accepted)
+        if len(self.history) > 2 * len(requests) + 64:
+            live = {r.request_id for r in requests}
+            self.history = {rid: h for rid, h in self.history.items() if rid in live}
+
+
+def model_shape(model_config) -> dict[str, int]:
+    """num_experts, top_k, num_layers of a target model, under the names the policies take."""
+    config = model_config.hf_config
+    config = getattr(config, "text_config", None) or config
+    experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None) or 1
+    top_k = getattr(config, "num_experts_per_tok", None) or 1
+    return {"num_experts": int(experts), "top_k": int(top_k), "num_layers": int(config.num_hidden_layers)}

@@ -1,0 +1,364 @@
+"""The inventory: every SGLang name moe-serve registers with, subclasses, calls, hooks, writes or reads, in one place,
+checked against the installed SGLang when the plugin loads.
+
+A callable's check compares `inspect.signature` with the one recorded here (the signature moe-serve was written
+against, SGLang 0.5.23), parameter names, kinds and defaults, without type annotations (their spelling changes with
+`from __future__ import annotations` where the API does not); an instance attribute of a class we subclass is checked in the class's source (`self.<name>`
+is assigned there); a module attribute we write must exist. Any difference stops the engine at start with a message
+naming the touchpoint (SystemExit: SGLang swallows plugin exceptions but not that). `python -m moe_sglang.touchpoints`
+prints the check against the installed SGLang, for upgrading.
+
+Hooks (`use="hook"`) remain only where SGLang has no mechanism; each says why.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+SGLANG_VERSION = "0.5.23"
+USES = ("register", "subclass", "override", "call", "hook", "write", "attribute")
+
+
+@dataclass(frozen=True)
+class Touchpoint:
+    target: str  # dotted path in sglang (module.attr or module.Class.attr)
+    use: str  # one of USES
+    why: str  # what moe-serve needs it for
+    signature: str | None = None  # inspect.signature as recorded; None = existence (or source assignment) only
+
+
+_SPEC = "sglang.srt.speculative"
+_AMX = "sglang.srt.layers.attention.intel_amx_backend.IntelAMXAttnBackend"
+_NGRAM = f"{_SPEC}.ngram_worker.NGRAMWorker"
+
+TOUCHPOINTS: tuple[Touchpoint, ...] = (
+    # --- registration mechanisms
+    Touchpoint(
+        f"{_SPEC}.spec_info.SpeculativeAlgorithm.register",
+        "register",
+        "MOE_SERVE_NGRAM / MOE_SERVE_STANDALONE (algorithm.py)",
+        "(name, *, supports_overlap=False, validate_server_args=None, "
+        "spec_class=<class 'sglang.srt.speculative.spec_registry.CustomSpecAlgo'>)",
+    ),
+    Touchpoint(f"{_SPEC}.spec_registry.get_spec", "call", "register once per process", "(name)"),
+    Touchpoint(
+        f"{_SPEC}.spec_registry.CustomSpecAlgo",
+        "subclass",
+        "describes our algorithms to SGLang",
+        "(name, factory, *, supports_overlap=False, validate_server_args=None)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.spec_info.SpeculativeAlgorithm.create_future_map",
+        "call",
+        "a method SGLang calls on every algorithm that CustomSpecAlgo lacks",
+        "(self, device, req_to_token_pool, needs_cpu_seq_lens=True, needs_confidence_relay=False)",
+    ),
+    *(
+        Touchpoint(
+            f"{_SPEC}.spec_info.SpeculativeAlgorithm.{name}",
+            "call",
+            "a method SGLang calls on every algorithm that CustomSpecAlgo lacks",
+            "(self)",
+        )
+        for name in ("carries_draft_hidden_states", "need_topk", "get_platform_worker_cls")
+    ),
+    Touchpoint(
+        f"{_SPEC}.spec_info.SpeculativeAlgorithm.get_num_tokens_per_req_for_target_verify",
+        "call",
+        "verify width per request, answered as the builtin does",
+        "(self, num_draft_tokens, is_draft_worker)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.attention.attention_registry.ATTENTION_BACKENDS",
+        "write",
+        "intel_amx -> the ragged-verify-aware subclass (cpu_attention.py)",
+    ),
+    Touchpoint(
+        "sglang.srt.plugins.hook_registry.HookRegistry.register",
+        "call",
+        "the hooks below",
+        "(target, hook, hook_type=<HookType.AFTER: 'after'>, *, source=None)",
+    ),
+    Touchpoint(
+        "sglang.srt.runtime_context.override_platform", "call", "keep the intel_amx backend on CPU", "(**facts)"
+    ),
+    # --- the NGRAM worker we subclass: what our step overrides, calls and reads
+    Touchpoint(
+        f"{_NGRAM}.__init__",
+        "override",
+        "our worker's constructor",
+        "(self, server_args, gpu_id, nccl_port, target_worker)",
+    ),
+    Touchpoint(
+        f"{_NGRAM}.forward_batch_generation",
+        "override",
+        "the decode step is ours (ngram_worker.py)",
+        "(self, batch, on_publish=None, pp_proxy_tensors=None)",
+    ),
+    Touchpoint(f"{_NGRAM}._update_ngram_corpus", "call", "feed the trie after each step", "(self, batch)"),
+    *(
+        Touchpoint(f"{_NGRAM}.{name}", "attribute", "read by our step")
+        for name in (
+            "draft_token_num",
+            "max_trie_depth",
+            "ngram_corpus",
+            "positions_batch",
+            "retrieve_indexes_batch",
+            "retrieve_next_token_batch",
+            "retrieve_next_sibling_batch",
+            "_prev_decode_rids",
+            "speculative_num_draft_tokens",
+            "device",
+            "model_runner",
+            "token_to_kv_pool_allocator",
+        )
+    ),
+    Touchpoint(
+        f"{_SPEC}.cpp_ngram.ngram_corpus.NgramCorpus.batch_get",
+        "call",
+        "NGRAM's trie lookup, for the requests that may get drafts",
+        "(self, req_ids, batch_tokens, total_lens)",
+    ),
+    Touchpoint(f"{_SPEC}.cpp_ngram.ngram_corpus.NgramCorpus.synchronize", "call", "before a lookup", "(self)"),
+    Touchpoint(
+        f"{_SPEC}.cpp_ngram.ngram_corpus.NgramCorpus.erase_match_state",
+        "call",
+        "forget requests that left the batch",
+        "(self, req_ids)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.ngram_info.NgramVerifyInput",
+        "call",
+        "the verify input, dense (acceptance) and compact (forward)",
+        "(draft_token=None, custom_mask=None, positions=None, retrieve_index=None, retrieve_next_token=None, "
+        "retrieve_next_sibling=None, draft_token_num=None, future_indices=None, new_seq_lens=None, "
+        "accept_tokens=None, accept_lens=None)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.ngram_worker._derive_tree_links",
+        "call",
+        "grammar masks over the draft tree",
+        "(mask, bs, draft_token_num)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.ngram_worker.eagle_sample",
+        "call",
+        "SGLang's acceptance on the dense rows",
+        "(verify_input, batch, logits_output, grammar_mask=None, uno_target_max_top_k=None, *, watermark_state=None, "
+        "watermark_full_mask=True)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.spec_utils.move_accept_tokens_to_target_kvcache",
+        "call",
+        "KV of the accepted tokens",
+        "(batch, accept_index, num_correct_drafts, token_to_kv_pool_allocator)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.spec_utils.GrammarTree.from_host",
+        "call",
+        "grammar masks over the draft tree",
+        "(retrieve_next_token, retrieve_next_sibling, draft_token)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.spec_utils.build_grammar_vocab_mask",
+        "call",
+        "grammar masks over the draft tree",
+        "(*, reqs, tree, sampling_info, device, barrier)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.logprob_processor.compute_spec_logprobs",
+        "call",
+        "logprobs of the accepted tokens",
+        "(batch, logits_output, predict, *, accept_index=None, chain_stride=None)",
+    ),
+    Touchpoint(
+        "sglang.kernels.ops.speculative.cache_locs.assign_extend_cache_locs_func",
+        "call",
+        "the KV slots the scheduler reserved for this step's tokens",
+        "(req_pool_indices, req_to_token, start_offset, end_offset, batch_size, draft_token_num, device)",
+    ),
+    Touchpoint(
+        "sglang.kernels.ops.speculative.reconstruct_tree.reconstruct_indices_from_tree_mask_func",
+        "call",
+        "positions and tree links of the dense draft",
+        "(tree_mask, verified_seq_len, positions, retrieve_index, retrieve_next_token, retrieve_next_sibling, "
+        "batch_size, draft_token_num)",
+    ),
+    # a dataclass we build by keyword: its field list grows between releases, so existence only; a renamed field
+    # fails at the first decode step
+    Touchpoint("sglang.srt.managers.scheduler.GenerationBatchResult", "call", "the step's result"),
+    Touchpoint(
+        f"{_SPEC}.ragged_verify.RaggedVerifyLayout.from_verify_lens",
+        "call",
+        "per-request verify lengths, as SGLang's backends read them",
+        "(*, verify_lens_cpu, device, grid, graph_num_tokens_floor=0)",
+    ),
+    Touchpoint(f"{_SPEC}.spec_info.SpecInput.ragged_verify_layout", "write", "carried by the compact verify input"),
+    Touchpoint(
+        f"{_SPEC}.ragged_verify.resolve_ragged_verify_layout",
+        "call",
+        "read by our CPU attention backend",
+        "(forward_batch)",
+    ),
+    Touchpoint(
+        "sglang.srt.managers.tp_worker.TpModelWorker.forward_batch_generation",
+        "call",
+        "target verify and plain decode forwards",
+        "(self, batch, forward_batch=None, pp_proxy_tensors=None, is_verify=False, skip_attn_backend_init=None, *, "
+        "capture_hidden_mode=None, return_kv_loc_plan=False)",
+    ),
+    # --- the CPU attention backend we subclass
+    Touchpoint(f"{_AMX}._build_extend_metadata", "override", "ragged extend lengths on CPU", "(self, forward_batch)"),
+    Touchpoint(f"{_AMX}.init_forward_metadata", "override", "ragged max extend length on CPU", "(self, forward_batch)"),
+    Touchpoint(f"{_AMX}.forward_metadata", "attribute", "(attn_logits, max_extend_len) of the forward"),
+    # --- hooks: no mechanism exists for these
+    Touchpoint(
+        "sglang.srt.layers.moe.topk.TopK.forward_native",
+        "hook",
+        "expert budget + expert counting in verify: SGLang has no extension point between router and MoE kernel",
+        "(self, hidden_states, router_logits, *, num_token_non_padded=None, expert_location_dispatch_info=None, "
+        "dynamic_expert_bias=None, router_logits_partials=None)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.topk.TopK.forward_cpu",
+        "hook",
+        "as forward_native (CPU with AMX)",
+        "(self, hidden_states, router_logits, *, num_token_non_padded=None, expert_location_dispatch_info=None, "
+        "dynamic_expert_bias=None)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.topk.TopK.forward_cuda",
+        "hook",
+        "as forward_native (GPU)",
+        "(self, hidden_states, router_logits, *, num_token_non_padded=None, expert_location_dispatch_info=None, "
+        "dynamic_expert_bias=None, router_logits_partials=None)",
+    ),
+    Touchpoint(
+        "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul",
+        "hook",
+        "a Triton-only kernel with no CPU branch: its torch version on CPU",
+        "(hidden_states, gate_weight, shared_output)",
+    ),
+    Touchpoint(
+        "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul_add",
+        "hook",
+        "as fused_gate_sigmoid_mul",
+        "(hidden_states, gate_weight, shared_output, final_hidden_states)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.eagle_utils._verify_uses_greedy",
+        "hook",
+        "SGLang verifies greedily on CPU whatever the request asks (no sampling kernel there): the same predicate "
+        "without the CPU clause (sampled_verify.py); a function, not a registry, decides it",
+        "(*, is_all_greedy, is_cpu, is_hip, is_xpu, use_rejection_sampling)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.eagle_utils.tree_speculative_sampling_target_only",
+        "write",
+        "None on CPU (CUDA-only kernel): our torch version (sampled_verify.py)",
+    ),
+    Touchpoint(f"{_SPEC}.eagle_utils.top_k_renorm_prob", "write", "None on CPU: our torch version"),
+    Touchpoint(f"{_SPEC}.eagle_utils.top_p_renorm_prob", "write", "None on CPU: our torch version"),
+    # --- behaviour SGLang keys on the algorithm's *name*, which a registered algorithm cannot share (listed to know)
+    Touchpoint(
+        f"{_SPEC}.spec_utils.spec_need_hidden_states",
+        "call",
+        "compares the name with 'STANDALONE': under MOE_SERVE_STANDALONE the scheduler relays draft hidden states the "
+        "draft never reads (a cost, not an error)",
+        "()",
+    ),
+)
+
+
+class IncompatibleSGLang(SystemExit):
+    """Raised at plugin load when a touchpoint moved or changed (SystemExit: SGLang does not swallow it)."""
+
+
+def by_target() -> dict[str, Touchpoint]:
+    return {t.target: t for t in TOUCHPOINTS}
+
+
+def problems() -> list[str]:
+    import sglang
+
+    found = []
+    if sglang.__version__ != SGLANG_VERSION:
+        found.append(f"sglang {sglang.__version__} is installed, moe-serve is built against {SGLANG_VERSION}")
+    for point in TOUCHPOINTS:
+        problem = _check(point)
+        if problem:
+            found.append(f"{point.target} ({point.use}: {point.why}): {problem}")
+    return found
+
+
+def check_touchpoints() -> None:
+    found = problems()
+    if found:
+        raise IncompatibleSGLang("moe-serve cannot run on this SGLang; what moved or changed:\n- " + "\n- ".join(found))
+
+
+def hook(target: str, fn: Callable, kind: str) -> None:
+    """Register an SGLang hook on an inventory target ("around" or "replace")."""
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    point = by_target().get(target)
+    if point is None or point.use != "hook":
+        raise ValueError(f"{target} is not a hook in the touchpoint inventory")
+    HookRegistry.register(target, fn, HookType.AROUND if kind == "around" else HookType.REPLACE)
+
+
+def _check(point: Touchpoint) -> str | None:
+    if point.use == "attribute":
+        return _check_attribute(point.target)
+    try:
+        obj = pkgutil.resolve_name(point.target)
+    except (ImportError, AttributeError) as err:
+        return f"not found ({err})"
+    if point.signature is None:
+        return None
+    try:
+        actual = plain_signature(obj)
+    except (TypeError, ValueError) as err:
+        return f"no signature ({err})"
+    return None if actual == point.signature else f"signature is now {actual}, was {point.signature}"
+
+
+def plain_signature(obj) -> str:
+    """inspect.signature without annotations: "(self, batch, on_publish=None)"."""
+    sig = inspect.signature(obj)
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    return str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))
+
+
+def _check_attribute(target: str) -> str | None:
+    """`module.Class.name`: a class attribute, or an instance attribute its __init__ (or a method) assigns."""
+    owner_path, name = target.rsplit(".", 1)
+    try:
+        owner = pkgutil.resolve_name(owner_path)
+    except (ImportError, AttributeError) as err:
+        return f"owner not found ({err})"
+    if hasattr(owner, name):
+        return None
+    for cls in inspect.getmro(owner):
+        try:
+            source = inspect.getsource(cls)
+        except (OSError, TypeError):
+            continue
+        if f"self.{name} =" in source or f"self.{name}:" in source:
+            return None
+    return f"{owner.__name__} no longer has or assigns {name!r}"
+
+
+def main() -> int:
+    found = problems()
+    print(f"{len(TOUCHPOINTS)} touchpoints; {len(found)} problem(s)")
+    for line in found:
+        print(" -", line)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
