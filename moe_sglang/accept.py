@@ -1,5 +1,7 @@
 """After the target forward: SGLang's acceptance on the dense [bs, n] draft layout, and the step's result in the shape
-SGLang's scheduler expects of an NGRAM worker (rows of n tokens, `accept_lens`, the next step's draft input).
+SGLang's scheduler expects of a speculative worker (rows of n tokens, `accept_lens`, the next step's input). Both our
+workers hand the scheduler SGLang's NGRAM container between steps (accepted tokens per request: what it filters and
+merges); the STANDALONE drafter keeps its own state by request id (draft_model.py).
 
 Acceptance is SGLang's own (`eagle_sample`: greedy or, with our CPU kernels, sampled tree verification), then the KV
 move of the accepted tokens and the logprobs, as NGRAMWorker.forward_batch_generation does after its verify forward
@@ -43,7 +45,7 @@ class StepOutput:
         rows = torch.zeros(bs, stride, dtype=torch.int32, device=batch.device)
         rows[:, 0] = plain.next_tokens
         return cls(
-            ngram_result(
+            step_result(
                 plain.logits_output,
                 rows.reshape(-1),
                 accept_lens,
@@ -64,7 +66,7 @@ def accept_on_dense_rows(worker, batch, verify_input, logits_output, can_run_gra
 
     n = verify_input.draft_token_num
     grammar_mask = _grammar_mask(batch, verify_input, grammar_host, n) if grammar_host is not None else None
-    watermark = worker.model_runner.watermark_state
+    watermark = worker.target_worker.model_runner.watermark_state
     predict, accept_lens, accept_index = eagle_sample(
         verify_input, batch, logits_output, grammar_mask, watermark_state=watermark
     )
@@ -75,7 +77,7 @@ def accept_on_dense_rows(worker, batch, verify_input, logits_output, can_run_gra
     if batch.return_logprob:
         compute_spec_logprobs(batch, logits_output, predict, accept_index=accept_index)
     return StepOutput(
-        ngram_result(
+        step_result(
             logits_output,
             accept_tokens.flatten(),
             accept_lens,
@@ -87,8 +89,8 @@ def accept_on_dense_rows(worker, batch, verify_input, logits_output, can_run_gra
     )
 
 
-def ngram_result(logits_output, rows, accept_lens, new_seq_lens, can_run_graph, stride, num_draft_tokens):
-    """SGLang's GenerationBatchResult of an NGRAM decode step: `rows` [bs * stride] accepted tokens per request."""
+def step_result(logits_output, rows, accept_lens, new_seq_lens, can_run_graph, stride, num_draft_tokens):
+    """SGLang's GenerationBatchResult of a decode step: `rows` [bs * stride] accepted tokens per request."""
     from sglang.srt.managers.scheduler import GenerationBatchResult
     from sglang.srt.speculative.ngram_info import NgramVerifyInput
 

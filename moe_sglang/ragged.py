@@ -24,6 +24,16 @@ def parents_precede_children(tree_mask: torch.Tensor) -> bool:
     return not bool(torch.triu(tree_mask.bool(), diagonal=1).any())
 
 
+def verify_layout(lens: list[int] | tuple[int, ...], device: torch.device | str):
+    """SGLang's RaggedVerifyLayout of a forward in which request i runs lens[i] tokens (read by its attention backends
+    and ours)."""
+    from sglang.srt.speculative.ragged_verify import RaggedVerifyLayout
+
+    # One graph tier covering this batch exactly: CPU forwards run eagerly; CUDA-graph tiers are the GPU runner's
+    # business (it re-buckets the layout with padded_to_bucket).
+    return RaggedVerifyLayout.from_verify_lens(verify_lens_cpu=list(lens), device=device, grid=[sum(lens)])
+
+
 @dataclass(frozen=True)
 class RaggedVerify:
     """Index maps of one step's ragged verify."""
@@ -55,12 +65,7 @@ class RaggedVerify:
 
     def layout(self, device: torch.device | str):
         """SGLang's description of this verify (read by its attention backends and ours)."""
-        from sglang.srt.speculative.ragged_verify import RaggedVerifyLayout
-
-        # One graph tier covering this batch exactly: CPU forwards run eagerly; CUDA-graph tiers are the GPU
-        # runner's business (it re-buckets the layout with padded_to_bucket).
-        total = self.total_tokens
-        return RaggedVerifyLayout.from_verify_lens(verify_lens_cpu=self.lens, device=device, grid=[total])
+        return verify_layout(self.lens, device)
 
     def pack(self, dense: torch.Tensor) -> torch.Tensor:
         """[bs * n, ...] -> [T, ...]: the kept nodes' rows."""

@@ -1,12 +1,110 @@
-"""`MOE_SERVE_STANDALONE`: SGLang's STANDALONE draft model under moe-serve's name (per-request step: next commit)."""
+"""`MOE_SERVE_STANDALONE`: SGLang's STANDALONE draft model (loaded and sized by SGLang's worker) with moe-serve's
+per-request step.
+
+    prefill   the target's prefill only: the draft model catches up lazily, when the request first drafts
+    open      hints and views of the batch (step.py)
+    plan      the policies' K_i, before drafting (what a draft costs depends on K here, unlike NGRAM's lookup)
+    draft     the draft model, only over requests with K_i > 0, to depth min(K_i, num_steps) (draft_model.py)
+    target    every K_i = 0: a plain decode forward; otherwise a ragged verify of request i's first
+              min(K_i, D_i) + 1 nodes and SGLang's acceptance (verify.py)
+    close     StepStats (draft_steps = the sequential draft forwards, which grow with the largest K) to the policies
+
+Between steps the batch carries SGLang's NGRAM result container (accepted tokens per request, what the scheduler
+filters and merges); the draft model's per-request state lives in the drafter (`seen`), keyed by request id.
+"""
 
 from __future__ import annotations
+
+import time
+
+import torch
+
+from moe_sglang.accept import step_result
+from moe_sglang.draft_model import DraftModelDrafter
+from moe_sglang.settings import EngineSettings
+from moe_sglang.step import SpecRuntime, model_shape
+from moe_sglang.verify import plain_step, verify_step
 
 
 def worker_class():
     from sglang.srt.speculative.standalone_worker_v2 import StandaloneWorkerV2
 
     class MoeServeStandaloneWorker(StandaloneWorkerV2):
-        pass
+        def __init__(self, server_args, gpu_id, nccl_port, target_worker):
+            super().__init__(server_args, gpu_id, nccl_port, target_worker)
+            self.settings = EngineSettings.from_env()
+            self.spec_runtime = SpecRuntime(self.settings, model_shape(target_worker.model_config))
+            self.drafter = DraftModelDrafter(
+                self._draft_worker.draft_worker,
+                self.topk,
+                self.speculative_num_steps,
+                self.speculative_num_draft_tokens,
+            )
+
+        def init_attention_backends(self):
+            super().init_attention_backends()
+            _ragged_draft_backend(self._draft_worker.draft_runner)
+
+        def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None):
+            if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+                return _prefill(self, batch, on_publish)
+            if not batch.reqs:
+                return super().forward_batch_generation(batch, on_publish, grammar_barrier, pp_proxy_tensors)
+            return _decode(self, batch, on_publish)
 
     return MoeServeStandaloneWorker
+
+
+def _ragged_draft_backend(draft_runner) -> None:
+    """The draft model's forwards here are ragged TARGET_VERIFY forwards: on CPU its attention backend must read the
+    RaggedVerifyLayout (SGLang builds the draft's backend directly, not through the backend registry)."""
+    from moe_sglang.cpu_attention import backend_class
+    from moe_sglang.plugin import cpu_engine
+
+    if cpu_engine():
+        draft_runner.attn_backend = backend_class()(draft_runner)
+
+
+def _prefill(worker, batch, on_publish):
+    """The target's prefill; the result in the NGRAM shape (one token per request, rows of n)."""
+    result = worker.target_worker.forward_batch_generation(batch)
+    worker.drafter.reset([req.rid for req in batch.reqs])
+    bs, n = len(batch.reqs), worker.speculative_num_draft_tokens
+    rows = torch.zeros(bs, n, dtype=torch.int32, device=batch.device)
+    rows[:, 0] = result.next_token_ids
+    out = step_result(
+        result.logits_output,
+        rows.reshape(-1),
+        torch.ones(bs, dtype=torch.int32, device=batch.device),
+        batch.seq_lens,  # spec v2: after an extend, seq_lens count the prompt; the sampled token is the next root
+        result.can_run_cuda_graph,
+        n,
+        n,
+    )
+    out.next_token_ids = result.next_token_ids
+    if on_publish is not None:
+        on_publish(out.new_seq_lens)
+    return out
+
+
+def _decode(worker, batch, on_publish):
+    runtime = worker.spec_runtime
+    step = runtime.open(batch.reqs, max_k=worker.speculative_num_draft_tokens - 1)
+    plan = runtime.plan(step)
+    drafting = []
+    if max(plan.ks) == 0:
+        out = plain_step(worker, batch, step)
+        accept_lens = [1] * len(batch.reqs)
+    else:
+        start = time.perf_counter()
+        trees, drafting, step.draft_steps = worker.drafter.draft(batch, list(plan.ks))
+        step.draft_s += time.perf_counter() - start
+        runtime.count_draft()
+        accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]
+        out = verify_step(worker, batch, step, trees, accept_lens)
+    accepted = out.accepted()
+    worker.drafter.accepted(batch, drafting, accepted)
+    if on_publish is not None:
+        on_publish(out.result.new_seq_lens)
+    runtime.close(step, [n - 1 for n in accept_lens], accepted)
+    return out.result

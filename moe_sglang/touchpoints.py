@@ -33,6 +33,7 @@ class Touchpoint:
 _SPEC = "sglang.srt.speculative"
 _AMX = "sglang.srt.layers.attention.intel_amx_backend.IntelAMXAttnBackend"
 _NGRAM = f"{_SPEC}.ngram_worker.NGRAMWorker"
+_STANDALONE = f"{_SPEC}.standalone_worker_v2.StandaloneWorkerV2"
 
 TOUCHPOINTS: tuple[Touchpoint, ...] = (
     # --- registration mechanisms
@@ -210,6 +211,37 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "(self, batch, forward_batch=None, pp_proxy_tensors=None, is_verify=False, skip_attn_backend_init=None, *, "
         "capture_hidden_mode=None, return_kv_loc_plan=False)",
     ),
+    # --- the STANDALONE worker we subclass (SGLang loads and sizes the draft model), and the draft model we drive
+    Touchpoint(
+        f"{_STANDALONE}.__init__",
+        "override",
+        "our worker's constructor",
+        "(self, server_args, gpu_id, nccl_port, target_worker)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.eagle_worker_v2.EAGLEWorkerV2.forward_batch_generation",
+        "override",
+        "the prefill and decode steps are ours (standalone_worker.py)",
+        "(self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None)",
+    ),
+    Touchpoint(
+        f"{_SPEC}.base_spec_worker.BaseSpecWorker.init_attention_backends",
+        "override",
+        "after SGLang's: the draft model's backend reads ragged layouts",
+        "(self)",
+    ),
+    *(
+        Touchpoint(f"{_STANDALONE}.{name}", "attribute", "read by our step")
+        for name in ("_draft_worker", "topk", "speculative_num_steps", "speculative_num_draft_tokens", "device")
+    ),
+    Touchpoint(f"{_SPEC}.base_spec_worker.BaseSpecWorker.token_to_kv_pool_allocator", "attribute", "KV move"),
+    Touchpoint(f"{_SPEC}.standalone_worker_v2.StandaloneDraftWorker.draft_worker", "attribute", "the draft model"),
+    Touchpoint(f"{_SPEC}.standalone_worker_v2.StandaloneDraftWorker.draft_runner", "attribute", "its ModelRunner"),
+    Touchpoint(
+        "sglang.srt.model_executor.model_runner.ModelRunner.attn_backend",
+        "write",
+        "the draft runner's backend: SGLang builds it directly, not through the registry (standalone_worker.py)",
+    ),
     # --- the CPU attention backend we subclass
     Touchpoint(f"{_AMX}._build_extend_metadata", "override", "ragged extend lengths on CPU", "(self, forward_batch)"),
     Touchpoint(f"{_AMX}.init_forward_metadata", "override", "ragged max extend length on CPU", "(self, forward_batch)"),
@@ -316,6 +348,8 @@ def _check(point: Touchpoint) -> str | None:
     try:
         obj = pkgutil.resolve_name(point.target)
     except (ImportError, AttributeError) as err:
+        if point.use == "write" and _check_attribute(point.target) is None:
+            return None  # an instance attribute we set, assigned in its class
         return f"not found ({err})"
     if point.signature is None:
         return None

@@ -1,0 +1,190 @@
+"""Drafting with a STANDALONE draft model, per request: request i drafts only when its K_i > 0, to depth
+min(K_i, speculative_num_steps), and keeps its best K_i draft nodes (draft_tree.py).
+
+The draft model's KV cache is caught up lazily. SGLang's STANDALONE worker extends the draft's cache with every
+request's new tokens every step (a draft forward of `n` tokens per request even when nobody speculates). Here each
+request remembers how far the draft cache is valid (`seen`: positions [0, seen) hold the draft's KV of the
+request's own tokens, in the same KV slots the target uses); when it drafts again, its first draft forward runs the
+tokens since then plus the root in one extend. A request at K = 0 therefore costs the draft model nothing, and one
+that speculates after a pause pays one catch-up forward instead of one per step. The draft is fed each token at its
+own position (SGLang's STANDALONE feeds its draft the prompt shifted by one, EAGLE's convention).
+
+Every draft forward is a TARGET_VERIFY forward of the draft model over a subset of the batch with ragged lengths (a
+RaggedVerifyLayout read by the ragged-aware attention backend, cpu_attention.py) and a tree mask:
+    depth 1    tokens [seen, seq_len] of each drafting request, causal, after prefix [0, seen)
+    depth d    the frontier's paths (root excluded) with their tree mask, after prefix [0, seq_len] (root included)
+Chain nodes are written at their own positions' slots, so when drafts are accepted their draft KV stays valid.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from moe_sglang.draft_tree import DraftTree
+from moe_sglang.ragged import verify_layout
+from moe_sglang.verify import DraftTrees
+
+
+@dataclass
+class DraftRequest:
+    """A drafting request's part of one step."""
+
+    row: int  # index in the batch
+    seq_len: int  # committed tokens (the root is at position seq_len)
+    depth_cap: int  # the deepest draft level it grows
+    tree: DraftTree
+
+
+@dataclass
+class DraftModelDrafter:
+    worker: object  # SGLang's TpModelWorker of the draft model
+    topk: int  # children per expanded node (1 = chains)
+    max_depth: int  # speculative_num_steps
+    stride: int  # n: nodes per request in the dense layout
+    seen: dict[str, int] = field(default_factory=dict)  # rid -> [0, seen) of its positions are in the draft cache
+
+    def reset(self, rids: list[str]) -> None:
+        """Prefill (or re-prefill after a retraction): nothing of these requests is in the draft cache yet."""
+        for rid in rids:
+            self.seen[rid] = 0
+
+    def draft(self, batch, budgets: list[int]) -> tuple[DraftTrees, list[DraftRequest], int]:
+        """Draft trees of the requests with budgets[i] > 0 (root-only rows for the others), the drafting requests,
+        and how many sequential draft forwards ran."""
+        roots = [_tokens(req)[-1] for req in batch.reqs]
+        trees = DraftTrees.roots_only(roots, self.stride)
+        seq = _seq_lens(batch)
+        drafting = [
+            DraftRequest(i, seq[i], min(k, self.max_depth), DraftTree(roots[i], self.topk))
+            for i, k in enumerate(budgets)
+            if k > 0
+        ]
+        if not drafting:
+            return trees, [], 0
+        self._catch_up(batch, drafting)
+        forwards = 1
+        for depth in range(2, max(r.depth_cap for r in drafting) + 1):
+            self._grow(batch, [r for r in drafting if r.depth_cap >= depth])
+            forwards += 1
+        tokens, mask, drafts = trees.tokens.reshape(-1, self.stride), trees.mask, list(trees.drafts)
+        for r in drafting:
+            kept = r.tree.keep(budgets[r.row])
+            tokens[r.row], mask[r.row] = r.tree.dense_row(kept, self.stride)
+            drafts[r.row] = len(kept)
+        return DraftTrees(trees.tokens, mask, drafts), drafting, forwards
+
+    def accepted(self, batch, drafting: list[DraftRequest], accepted: list[int]) -> None:
+        """After verification: how far each drafting request's draft cache is now valid."""
+        for r in drafting:
+            rid = batch.reqs[r.row].rid
+            # chain nodes 1..depth_cap-1 were run at their own positions; tree branches in scratch slots
+            valid_drafts = min(accepted[r.row], r.depth_cap - 1) if self.topk == 1 else 0
+            self.seen[rid] = r.seq_len + 1 + valid_drafts
+        if len(self.seen) > 4 * len(batch.reqs) + 256:  # forget requests that left
+            live = {req.rid for req in batch.reqs}
+            self.seen = {rid: s for rid, s in self.seen.items() if rid in live}
+
+    def _catch_up(self, batch, drafting: list[DraftRequest]) -> None:
+        """Depth 1: the tokens the draft cache lacks, the root last; its logits give the first draft level."""
+        parts = []
+        for r in drafting:
+            req = batch.reqs[r.row]
+            start = min(self.seen.get(req.rid, 0), r.seq_len)
+            tokens = _tokens(req)[start : r.seq_len + 1]
+            positions = list(range(start, r.seq_len + 1))
+            parts.append(_Part(start, tokens, positions, positions, np.tril(np.ones((len(tokens),) * 2, dtype=bool))))
+        logits = self._forward(batch, drafting, parts)
+        ends = np.cumsum([len(p.tokens) for p in parts]) - 1
+        logprobs = torch.log_softmax(logits[torch.as_tensor(ends)].float(), dim=-1)
+        for r, row in zip(drafting, logprobs, strict=True):
+            r.tree.expand(row[None])
+
+    def _grow(self, batch, drafting: list[DraftRequest]) -> None:
+        """One more depth: run each frontier's paths, expand the frontier with the draft's next tokens."""
+        parts, frontier_rows = [], []
+        offset = 0
+        for r in drafting:
+            nodes = r.tree.frontier_paths()
+            index = {node: j for j, node in enumerate(nodes)}
+            mask = np.zeros((len(nodes), len(nodes)), dtype=bool)
+            for j, node in enumerate(nodes):
+                for ancestor in r.tree.path(node):
+                    mask[j, index[ancestor]] = True
+            positions = [r.seq_len + r.tree.nodes[node].depth for node in nodes]
+            slots = [r.seq_len + 1 + j for j in range(len(nodes))]  # a chain's node j+1 = its own position
+            tokens = [r.tree.nodes[node].token for node in nodes]
+            parts.append(_Part(r.seq_len + 1, tokens, positions, slots, mask))
+            frontier_rows.append([offset + index[f] for f in r.tree.frontier])
+            offset += len(nodes)
+        logits = self._forward(batch, drafting, parts)
+        for r, rows in zip(drafting, frontier_rows, strict=True):
+            r.tree.expand(torch.log_softmax(logits[torch.as_tensor(rows)].float(), dim=-1))
+
+    def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part]) -> torch.Tensor:
+        """One TARGET_VERIFY forward of the draft model over the drafting requests' parts; logits [T, V]."""
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
+        from sglang.srt.speculative.ngram_info import NgramVerifyInput
+
+        device = batch.device
+        rows = torch.as_tensor([r.row for r in drafting], device=device)
+        lens = [len(p.tokens) for p in parts]
+        pools = batch.req_pool_indices[rows].repeat_interleave(torch.as_tensor(lens, device=device))
+        slot_positions = torch.as_tensor([s for p in parts for s in p.slot_positions], device=device)
+        tokens = torch.as_tensor([t for p in parts for t in p.tokens], dtype=torch.int64, device=device)
+        spec = NgramVerifyInput(
+            draft_token=tokens,
+            custom_mask=torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device),
+            positions=torch.as_tensor([q for p in parts for q in p.positions], dtype=torch.int64, device=device),
+            draft_token_num=max(lens),
+        )
+        spec.ragged_verify_layout = verify_layout(lens, device)
+        view = _rows_view(batch, drafting, [p.prefix for p in parts])
+        view.forward_mode = ForwardMode.TARGET_VERIFY
+        view.input_ids, view.spec_info = tokens, spec
+        view.out_cache_loc = batch.req_to_token_pool.req_to_token[pools, slot_positions].to(torch.int64)
+        result = self.worker.forward_batch_generation(view, is_verify=True)
+        return result.logits_output.next_token_logits
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One request's tokens in a draft forward."""
+
+    prefix: int  # positions [0, prefix) are read from the draft cache
+    tokens: list[int]
+    positions: list[int]  # position of each token
+    slot_positions: list[int]  # req_to_token column whose KV slot each token's draft KV is written to
+    mask: np.ndarray  # [len, len] bool: token j sees token k (ancestors and itself)
+
+
+def _tokens(req) -> list[int]:
+    """Prompt + output: the token at each position (the last one, the root, not yet in any KV cache)."""
+    return list(req.origin_input_ids) + list(req.output_ids)
+
+
+def _seq_lens(batch) -> list[int]:
+    lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
+    return [int(x) for x in lens.tolist()]
+
+
+def _rows_view(batch, drafting: list[DraftRequest], prefix_lens: list[int]):
+    """A shallow copy of the ScheduleBatch over the drafting requests, seq_lens = what the draft cache already holds.
+    Only the per-request fields a verify-mode forward reads are narrowed; no sampling happens in it."""
+    rows = [r.row for r in drafting]
+    index = torch.as_tensor(rows, device=batch.device)
+    view = copy.copy(batch)
+    view.reqs = [batch.reqs[i] for i in rows]
+    view.req_pool_indices = batch.req_pool_indices[index]
+    view.seq_lens = torch.as_tensor(prefix_lens, dtype=batch.seq_lens.dtype, device=batch.device)
+    view.seq_lens_cpu = torch.as_tensor(prefix_lens, dtype=batch.seq_lens.dtype)
+    view.seq_lens_sum = sum(prefix_lens)
+    if batch.orig_seq_lens is not None:
+        view.orig_seq_lens = batch.orig_seq_lens[index]
+    if isinstance(batch.multimodal_inputs, list):
+        view.multimodal_inputs = [batch.multimodal_inputs[i] for i in rows]
+    view.return_logprob, view.top_logprobs_nums, view.token_ids_logprobs = False, None, None
+    return view

@@ -1,0 +1,129 @@
+"""The target side of a decode step, the same for every drafter: a plain decode when nobody speculates, else a ragged
+verify of each request's first L_i = min(K_i, D_i) + 1 draft nodes (ragged.py) and SGLang's acceptance (accept.py).
+
+Drafters hand over `DraftTrees` in SGLang's dense NGRAM layout: `n` nodes per request, node 0 = the request's last
+token (the root), parents before children, a request without drafts as a root-only row (each node sees only itself).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from moe_sglang.accept import StepOutput, accept_on_dense_rows, forward_lens
+from moe_sglang.expert_budget import verify_scope
+from moe_sglang.plain_decode import last_tokens, run_plain_decode
+from moe_sglang.ragged import RaggedVerify, parents_precede_children
+from moe_sglang.step import StepInFlight
+
+
+@dataclass(frozen=True)
+class DraftTrees:
+    """One step's draft trees in the dense layout (host arrays)."""
+
+    tokens: np.ndarray  # [bs * n] int64, node 0 of each row = the request's root
+    mask: np.ndarray  # [bs, n, n] bool, [b, i, j] = node j is an ancestor of (or is) node i
+    drafts: list[int]  # [bs] D_i: draft nodes in request i's tree (0 = none)
+
+    @classmethod
+    def roots_only(cls, roots: list[int], stride: int) -> DraftTrees:
+        bs = len(roots)
+        tokens = np.repeat(np.asarray(roots, dtype=np.int64), stride)
+        mask = np.broadcast_to(np.eye(stride, dtype=bool), (bs, stride, stride)).copy()
+        return cls(tokens, mask, [0] * bs)
+
+    @staticmethod
+    def count_drafts(mask: np.ndarray) -> list[int]:
+        """[bs] nodes with an ancestor (depth >= 1): the drafts; padding nodes see only themselves."""
+        return (mask.sum(-1) > 1).sum(-1).tolist()
+
+
+def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
+    start = time.perf_counter()
+    roots = last_tokens(batch.reqs, worker.device)
+    plain = run_plain_decode(worker.target_worker, batch, roots)
+    step.verify_s += time.perf_counter() - start
+    worker.spec_runtime.count_forward("decode", roots.numel())
+    return StepOutput.plain(batch, plain, _stride(worker), worker.speculative_num_draft_tokens)
+
+
+def verify_step(worker, batch, step: StepInFlight, trees: DraftTrees, accept_lens: list[int]) -> StepOutput:
+    from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
+    from sglang.kernels.ops.speculative.reconstruct_tree import reconstruct_indices_from_tree_mask_func
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.speculative.ngram_info import NgramVerifyInput
+
+    bs, n, device = len(batch.reqs), _stride(worker), worker.device
+    draft_tokens = torch.from_numpy(trees.tokens).to(device)  # [bs * n]
+    tree_mask = torch.from_numpy(trees.mask.reshape(-1)).to(device)  # [bs * n * n]
+    if not parents_precede_children(tree_mask.reshape(bs, n, n)):
+        accept_lens = [n] * bs  # node order is not a tree order: only the whole tree is safe to verify
+    positions = torch.empty(bs * n, dtype=torch.int64, device=device)
+    retrieve_index, next_token, next_sibling = (torch.empty(bs, n, dtype=torch.int64, device=device) for _ in "ijk")
+    reconstruct_indices_from_tree_mask_func(
+        tree_mask, batch.seq_lens, positions, retrieve_index, next_token, next_sibling, bs, n
+    )
+    dense_loc = assign_extend_cache_locs_func(
+        req_pool_indices=batch.req_pool_indices,
+        req_to_token=batch.req_to_token_pool.req_to_token,
+        start_offset=batch.seq_lens,
+        end_offset=batch.seq_lens + n,
+        batch_size=bs,
+        draft_token_num=n,
+        device=device,
+    )
+    accept = RaggedVerify.from_lens(accept_lens, n, device)
+    verify = RaggedVerify.from_lens(forward_lens(accept_lens, n, worker.settings.verify_layout), n, device)
+    if worker.settings.verify_layout != "ragged":
+        step.verify_width = verify.lens[0]
+    dense = NgramVerifyInput(
+        draft_token=draft_tokens,
+        custom_mask=tree_mask,
+        positions=positions,
+        retrieve_index=retrieve_index,
+        retrieve_next_token=accept.cut_links(next_token),
+        retrieve_next_sibling=accept.cut_links(next_sibling),
+        draft_token_num=n,
+    )
+    compact = NgramVerifyInput(
+        draft_token=verify.pack(draft_tokens),
+        custom_mask=verify.pack_tree_mask(tree_mask),
+        positions=verify.pack(positions),
+        retrieve_index=dense.retrieve_index,
+        retrieve_next_token=dense.retrieve_next_token,
+        retrieve_next_sibling=dense.retrieve_next_sibling,
+        draft_token_num=n,
+    )
+    compact.ragged_verify_layout = verify.layout(device)
+    batch.forward_mode = ForwardMode.TARGET_VERIFY
+    batch.input_ids, batch.out_cache_loc, batch.spec_info = compact.draft_token, verify.pack(dense_loc), compact
+    grammar_host = (trees.mask.reshape(-1), trees.tokens) if batch.has_grammar else None
+    logits_output, can_run_graph = _verify_forward(worker, batch, step, verify, accept)
+    batch.input_ids, batch.out_cache_loc, batch.spec_info = draft_tokens, dense_loc, dense
+    out = accept_on_dense_rows(worker, batch, dense, logits_output, can_run_graph, grammar_host)
+    batch.forward_mode = ForwardMode.DECODE
+    return out
+
+
+def _verify_forward(worker, batch, step: StepInFlight, verify: RaggedVerify, accept: RaggedVerify):
+    """The target's compact verify forward inside the expert-budget scope; logits scattered back to dense rows."""
+    weights = None if verify.lens == accept.lens else verify.acceptable(accept.lens)
+    worker.spec_runtime.count_forward("verify", batch.input_ids.numel())  # the forward's own input rows
+    start = time.perf_counter()
+    with verify_scope(step.plan.expert_budget, worker.settings.budget_mode, weights) as experts:
+        result = worker.target_worker.forward_batch_generation(batch, is_verify=True)
+        step.unique_experts, step.dropped_experts = experts.counts()
+    step.verify_s += time.perf_counter() - start
+    logits = result.logits_output
+    logits.next_token_logits = verify.unpack(logits.next_token_logits)
+    if logits.hidden_states is not None:
+        logits.hidden_states = verify.unpack(logits.hidden_states)
+    return logits, result.can_run_cuda_graph
+
+
+def _stride(worker) -> int:
+    """n: nodes per request in the dense layout (the configured number of draft tokens, root included)."""
+    return worker.speculative_num_draft_tokens
