@@ -75,7 +75,7 @@ def _load_cpu() -> None:
 
 
 def _load_spec_hooks() -> None:
-    from moe_sglang import spec_hooks
+    from moe_sglang import spec_hooks, stats_output
     from moe_sglang.hints import NO_HINT_POLICY_ENV, NO_POLICY
     from moe_sglang.spec_step import SpecRuntime
 
@@ -85,6 +85,7 @@ def _load_spec_hooks() -> None:
             no_hint_policy=os.environ.get(NO_HINT_POLICY_ENV) or NO_POLICY,
         )
         STATE.spec_hooks = spec_hooks.install(STATE.runtime)
+        STATE.spec_hooks += stats_output.install(STATE.runtime.request_stats)
 
 
 # SGLang functions that exist only as Triton kernels, replaced on CPU by their torch versions. The targets are the

@@ -23,6 +23,7 @@ from moe_sglang.expert_budget import VerifyExperts
 from moe_sglang.hints import NO_POLICY, RequestHints, parse_hints
 from moe_sglang.metrics import SpecMetrics
 from moe_sglang.policies import PolicySet, StepPlan, policy_params_from_env
+from moe_sglang.request_stats import RequestStatsBook
 from service.policy import RequestStepStats, RequestView, StepStats
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class SpecRuntime:
     no_hint_policy: str = NO_POLICY  # policy of requests that carry no moe_serve hints
     policies: PolicySet | None = None  # built at the first step (needs the model shape)
     metrics: SpecMetrics | None = None
+    request_stats: RequestStatsBook = field(default_factory=RequestStatsBook)  # per-request counts for responses
     step: StepState | None = None  # the step in flight
     verify: VerifyExperts | None = None  # set during the verify forward only
     draft_depth: int = 0  # nesting of draft phases (the draft model's forwards are not verify)
@@ -142,6 +144,9 @@ class SpecRuntime:
             # every policy sees the whole step: its cost model fits step time against the whole batch's work
             self.policies.observe(name, stats)
         self._remember(requests)
+        self.request_stats.record_step(
+            state.rids, state.plan.policies, state.plan.ks, verified, [r.accepted for r in requests]
+        )
         if self.metrics is not None:
             tenants = [h.tenant for h in state.hints]
             self.metrics.record(list(state.plan.policies), tenants, stats, state.dropped_experts, state.plan.ks)
