@@ -58,7 +58,9 @@ def test_merge_adds_counts_of_several_sequences():
     book = RequestStatsBook()
     book.record_step(["x", "y"], ["static", "static"], [2, 1], [2, 1], [2, 0])
     merged = merge_summaries([book.finish("x", 3), book.finish("y", 1)])
-    assert merged["num_spec_steps"] == 2 and merged["num_draft_tokens"] == 3 and merged["num_accepted_draft_tokens"] == 2
+    assert (
+        merged["num_spec_steps"] == 2 and merged["num_draft_tokens"] == 3 and merged["num_accepted_draft_tokens"] == 2
+    )
     assert merged["acceptance_histogram"] == [1, 0, 1] and merged["k_chosen_histogram"] == [0, 1, 1]
     assert merged["mean_acceptance_length"] == 2.0
 
