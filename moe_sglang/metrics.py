@@ -1,4 +1,5 @@
-"""moe-serve's speculation metrics on the engine's `/metrics` (SGLang's `--enable-metrics`; on by default in `moe-serve engine|up`).
+"""moe-serve's speculation metrics on the engine's `/metrics` (SGLang's `--enable-metrics`, on by default in
+`moe-serve engine|up`).
 
 SGLang's HTTP process sets PROMETHEUS_MULTIPROC_DIR before it spawns the scheduler and serves `/metrics` through
 prometheus_client's MultiProcessCollector, so counters and histograms created in the scheduler process (where our
