@@ -53,6 +53,8 @@ def engine_body(
     body = dict(user_fields)
     body["rid"] = rid
     body["custom_params"] = {HINTS_KEY: engine_hints(tenant, speculation)}
+    # SGLang's sglext (our per-tenant metrics) and the moe-serve plugin's metrics.speculative_decoding (the client's,
+    # when its `speculation.stats` asks; relay.py strips both otherwise)
     body["return_spec_tokens_details"] = True
     if forward_priority:
         body["priority"] = tenant.priority
