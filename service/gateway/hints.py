@@ -31,7 +31,7 @@ def engine_hints(tenant: Tenant, speculation: SpeculationGrant | None = None) ->
         "ttft_ms": tenant.slo.ttft_ms,
         "tpot_ms": tenant.slo.tpot_ms,
         "policy": speculation.policy,
-        "allow_lossy_budget": tenant.allow_lossy_budget,
+        "allow_lossy_budget": speculation.allow_lossy_budget,
         "priority": tenant.priority,
     }
     if speculation.max_k is not None:

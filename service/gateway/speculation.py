@@ -12,6 +12,9 @@
   the final usage chunk).
 A malformed field is a 400, asking for more than the tenant allows a 403 (permission_error); both name the field.
 Asking for less speculation than the tenant's default (a lower `max_k`, 0 included) is always allowed.
+A request that asks for logprobs is verified exactly: its tenant's lossy budget is not offered to the engine for it
+(one verify forward serves the batch, so this keeps the whole step exact) and an `expert_budget` beside logprobs is a
+400: the logprobs would be those of a model with experts dropped, not the target's.
 """
 
 from __future__ import annotations
@@ -60,16 +63,27 @@ class SpeculationGrant:
     max_k: int | None  # draft tokens, cap on K; None = no cap beyond the engine's drafter
     expert_budget: int | None  # experts per MoE layer in verify; None = no request budget
     stats: bool  # return the request's speculation stats in the response
+    allow_lossy_budget: bool  # the engine may drop experts in a verify forward this request is part of
 
 
-def grant(tenant: Tenant, asked: SpeculationRequest | None) -> SpeculationGrant:
-    """The speculation settings of one request of `tenant`; GatewayError 400/403 naming the field otherwise."""
+def grant(tenant: Tenant, asked: SpeculationRequest | None, *, exact: bool = False) -> SpeculationGrant:
+    """The speculation settings of one request of `tenant`; GatewayError 400/403 naming the field otherwise.
+    `exact`: the request needs the target model's own probabilities (it asked for logprobs)."""
     asked = asked or SpeculationRequest()
+    if exact and asked.expert_budget is not None:
+        raise GatewayError(
+            400,
+            "speculation.expert_budget drops experts in verification, so the logprobs asked for would not be the "
+            "model's; ask for one or the other.",
+            code="invalid_speculation",
+            param="speculation.expert_budget",
+        )
     return SpeculationGrant(
         policy=_policy(tenant, asked.policy),
         max_k=_max_k(tenant, asked.max_k),
         expert_budget=_expert_budget(tenant, asked.expert_budget),
         stats=asked.stats,
+        allow_lossy_budget=tenant.allow_lossy_budget and not exact,
     )
 
 

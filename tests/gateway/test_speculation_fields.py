@@ -115,6 +115,17 @@ def test_logprob_fields_are_forwarded(gateway, fresh_engine):
     assert fresh_engine[1].requests[-1]["logprobs"] == 3
 
 
+def test_logprob_requests_are_verified_exactly(gateway, fresh_engine):
+    # ACME allows the lossy budget; a request asking for logprobs does not offer it to the engine
+    post(gateway, CHAT | {"logprobs": True}, key=KEY, path="/v1/chat/completions")
+    assert sent_hints(fresh_engine)["allow_lossy_budget"] is False
+    post(gateway, CHAT, key=KEY, path="/v1/chat/completions")
+    assert sent_hints(fresh_engine)["allow_lossy_budget"] is True
+    both = COMPLETION | {"logprobs": 0, "speculation": {"expert_budget": 2}}
+    error = assert_openai_error(post(gateway, both, key=KEY), 400)
+    assert error["param"] == "speculation.expert_budget" and "logprobs" in error["message"]
+
+
 def test_an_answer_without_the_logprobs_asked_for_is_an_error_not_a_null(gateway, fresh_engine):
     # the double answers "logprobs": null, as the engine would if it dropped them
     error = assert_openai_error(post(gateway, COMPLETION | {"logprobs": 1}, key=KEY), 502)
