@@ -119,16 +119,21 @@ def _decode_tokens(req) -> int:
 
 # ---- HTTP process -------------------------------------------------------------------------------------------------
 class FinishedSummaries:
-    """Response rid -> {sequence id: summary}, from the sequences finishing to the response being written."""
+    """Response rid -> {sequence id: summary}, from the sequences finishing to the response being written. Only
+    responses that will be written with a summary are expected (`expect`); other requests are not kept."""
 
     def __init__(self, capacity: int = FINISHED_CAP) -> None:
         self._by_rid: OrderedDict[str, dict[str, dict]] = OrderedDict()
         self._capacity = capacity
 
-    def put(self, rid: str, sequence: str, summary: dict) -> None:
-        self._by_rid.setdefault(rid, {})[sequence] = summary  # keyed by sequence: a re-sent final output counts once
+    def expect(self, rid: str) -> None:
+        self._by_rid[rid] = {}
         while len(self._by_rid) > self._capacity:
             self._by_rid.popitem(last=False)
+
+    def put(self, rid: str, sequence: str, summary: dict) -> None:
+        if rid in self._by_rid:
+            self._by_rid[rid][sequence] = summary  # keyed by sequence: a re-sent final output counts once
 
     def take(self, rid: str) -> dict | None:
         """The merged summary of the response's sequences, forgotten here; None if none finished."""
@@ -165,7 +170,14 @@ def _handle_request_hook(finished: FinishedSummaries):
         if getattr(request, "rid", None) is None:
             request.rid = uuid.uuid4().hex  # the id the summary will be filed under
         rid = request.rid
-        response = await original(serving, request, raw_request, *args, **kwargs)
+        if not isinstance(rid, str):
+            return await original(serving, request, raw_request, *args, **kwargs)  # a client's list of ids: not ours
+        finished.expect(rid)
+        try:
+            response = await original(serving, request, raw_request, *args, **kwargs)
+        except BaseException:
+            finished.take(rid)
+            raise
         return _with_summary(response, rid, finished)
 
     return around

@@ -82,6 +82,7 @@ def _drain(agen) -> list:
 
 def test_generate_outputs_are_filed_under_the_response_rid_once_per_sequence():
     finished = FinishedSummaries()
+    finished.expect("resp")
     summary = RequestStatsBook().finish("s", 2)
     outs = [
         {"meta_info": {"id": "seq-1"}},
@@ -91,6 +92,8 @@ def test_generate_outputs_are_filed_under_the_response_rid_once_per_sequence():
     assert _drain(_filed(_outputs(*outs), "resp", finished)) == outs
     assert finished.take("resp")["num_decode_steps"] == 4
     assert finished.take("resp") is None
+    # a request no response waits for (e.g. /generate) is not kept
+    assert _drain(_filed(_outputs(*outs), "other", finished)) == outs and finished.take("other") is None
 
 
 def _sse(event) -> str:
@@ -99,6 +102,7 @@ def _sse(event) -> str:
 
 def test_summary_goes_into_the_final_usage_chunk():
     finished = FinishedSummaries()
+    finished.expect("r")
     finished.put("r", "r", {"policy": "static"} | RequestStatsBook().finish("r", 1))
     head = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m"}
     chunks = [
@@ -115,6 +119,7 @@ def test_summary_goes_into_the_final_usage_chunk():
 
 def test_summary_gets_its_own_chunk_when_no_usage_was_asked():
     finished = FinishedSummaries()
+    finished.expect("r")
     finished.put("r", "r", RequestStatsBook().finish("r", 3))
     head = {"id": "chat-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     chunks = [_sse({**head, "choices": [{"delta": {"content": "a"}}]}), _sse("[DONE]")]
