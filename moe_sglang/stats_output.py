@@ -195,7 +195,7 @@ def _with_summary(response, rid, finished: FinishedSummaries):
         return response  # an error answer, or a request that produced no summary
     data = json.loads(response.model_dump_json(by_alias=True))
     data.setdefault(RESPONSE_KEY[0], {})[RESPONSE_KEY[1]] = summary
-    return Response(content=json.dumps(data), media_type="application/json")
+    return Response(content=_json(data), media_type="application/json")
 
 
 async def _stream_with_summary(chunks, rid, finished: FinishedSummaries):
@@ -210,14 +210,14 @@ async def _stream_with_summary(chunks, rid, finished: FinishedSummaries):
             if not placed and text.startswith("data: [DONE]"):
                 summary = finished.take(rid)
                 if summary is not None:
-                    yield f"data: {json.dumps({**head, 'choices': [], RESPONSE_KEY[0]: {RESPONSE_KEY[1]: summary}})}\n\n"
+                    yield f"data: {_json({**head, 'choices': [], RESPONSE_KEY[0]: {RESPONSE_KEY[1]: summary}})}\n\n"
                 placed = True
-            elif not placed and '"usage"' in text:
+            elif not placed and '"choices":[]' in text and '"usage":{' in text:  # cheap test before parsing
                 event = _usage_event(text)
                 summary = None if event is None else finished.take(rid)
                 if summary is not None:
                     event.setdefault(RESPONSE_KEY[0], {})[RESPONSE_KEY[1]] = summary
-                    text, placed = f"data: {json.dumps(event)}\n\n", True
+                    text, placed = f"data: {_json(event)}\n\n", True
             yield text
     finally:
         if not placed:
@@ -225,6 +225,10 @@ async def _stream_with_summary(chunks, rid, finished: FinishedSummaries):
         close = getattr(chunks, "aclose", None)
         if close is not None:
             await close()
+
+
+def _json(payload: dict) -> str:
+    return json.dumps(payload, separators=(",", ":"))  # as SGLang writes its own
 
 
 def _stream_head(text: str) -> dict:

@@ -97,7 +97,9 @@ def test_generate_outputs_are_filed_under_the_response_rid_once_per_sequence():
 
 
 def _sse(event) -> str:
-    return f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n"
+    return (
+        f"data: {event if isinstance(event, str) else json.dumps(event, separators=(',', ':'))}\n\n"  # SGLang: compact
+    )
 
 
 def test_summary_goes_into_the_final_usage_chunk():
