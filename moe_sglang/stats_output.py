@@ -37,13 +37,16 @@ RESPONSE_KEY = ("metrics", "speculative_decoding")  # where the OpenAI response 
 FINISHED_CAP = 4096  # summaries kept for responses not yet written (a client that left never claims its own)
 
 _OUT = "sglang.srt.managers.scheduler_components.output_streamer"
-# Every SGLang name this module hooks, subclasses, reads or writes (checked at install by _check_targets):
+# Every SGLang name this module hooks, subclasses, reads or writes (checked at install by _check_targets). Data
+# fields it relies on, not resolvable as names: Req.rid/.finished_len/.output_ids (read); the OpenAI requests'
+# `return_spec_tokens_details` (read) and `rid` (written when the client sent none); generate_request outputs'
+# meta_info["id"] (read); a stream's `data: {...}` chunks and its final usage chunk (read, one rewritten).
 SGLANG_TOUCHPOINTS = (
     "sglang.srt.managers.scheduler.Scheduler.get_output_streamer_class",  # AROUND: our streamer subclass
     f"{_OUT}.SchedulerOutputStreamer",  # subclassed
     f"{_OUT}.SchedulerOutputStreamer.has_additional_customized_info",  # overridden (ClassVar) in the subclass
     f"{_OUT}.SchedulerOutputStreamer.build_additional_customized_info",  # overridden in the subclass
-    "sglang.srt.managers.schedule_batch.Req.finished",  # read: rid, finished(), finished_len, output_ids
+    "sglang.srt.managers.schedule_batch.Req.finished",  # called: a request emits its summary once, when it ends
     "sglang.srt.managers.tokenizer_manager.TokenizerManager.generate_request",  # AROUND: file summaries
     "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request",  # AROUND: add them to responses
 )
