@@ -41,14 +41,17 @@ _OUT = "sglang.srt.managers.scheduler_components.output_streamer"
 # fields it relies on, not resolvable as names: Req.rid/.finished_len/.output_ids (read); the OpenAI requests'
 # `return_spec_tokens_details` (read) and `rid` (written when the client sent none); generate_request outputs'
 # meta_info["id"] (read); a stream's `data: {...}` chunks and its final usage chunk (read, one rewritten).
+STREAMER_CLASS = "sglang.srt.managers.scheduler.Scheduler.get_output_streamer_class"  # AROUND: our subclass
+GENERATE = "sglang.srt.managers.tokenizer_manager.TokenizerManager.generate_request"  # AROUND: file summaries
+HANDLE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"  # AROUND: add them to responses
 SGLANG_TOUCHPOINTS = (
-    "sglang.srt.managers.scheduler.Scheduler.get_output_streamer_class",  # AROUND: our streamer subclass
+    STREAMER_CLASS,
     f"{_OUT}.SchedulerOutputStreamer",  # subclassed
     f"{_OUT}.SchedulerOutputStreamer.has_additional_customized_info",  # overridden (ClassVar) in the subclass
     f"{_OUT}.SchedulerOutputStreamer.build_additional_customized_info",  # overridden in the subclass
     "sglang.srt.managers.schedule_batch.Req.finished",  # called: a request emits its summary once, when it ends
-    "sglang.srt.managers.tokenizer_manager.TokenizerManager.generate_request",  # AROUND: file summaries
-    "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request",  # AROUND: add them to responses
+    GENERATE,
+    HANDLE,
 )
 
 
@@ -59,9 +62,9 @@ def install(book: RequestStatsBook) -> list[str]:
     _check_targets()
     finished = FinishedSummaries()
     hooks = {
-        SGLANG_TOUCHPOINTS[0]: _streamer_class_hook(book),
-        SGLANG_TOUCHPOINTS[5]: _generate_request_hook(finished),
-        SGLANG_TOUCHPOINTS[6]: _handle_request_hook(finished),
+        STREAMER_CLASS: _streamer_class_hook(book),
+        GENERATE: _generate_request_hook(finished),
+        HANDLE: _handle_request_hook(finished),
     }
     for target, hook in hooks.items():
         HookRegistry.register(target, hook, HookType.AROUND)
