@@ -3,6 +3,10 @@
     locust -f loadtest/locustfile.py --headless --host http://127.0.0.1:30000 \
         --trace ../shared/traces/mooncake_conversation_trace.jsonl --trace-window 0:60 --model NAME --tokenizer PATH
 
+An arrival-only trace (a `Timestamp` column, as AdaSpec's) takes its lengths from another trace or fixed values:
+`--trace arrivals.csv --lengths-from ../shared/traces/azure_llm_2023_conv.csv --trace-seed 0`, or `--input-tokens N
+--output-tokens M` (see service/traces/arrivals.py).
+
 Each free user takes the next trace request and sends it at `start + arrival` (open loop while the pool suffices;
 `TraceShape` grows the pool from the trace, see trace_shape.py). Besides locust's own row for the HTTP call, it reports
 TTFT, TPOT ((E2E - TTFT) / (tokens - 1), vllm's definition) and schedule lateness as locust statistics, in ms.
@@ -25,8 +29,7 @@ from locust.exception import StopUser  # noqa: E402
 
 from loadtest.trace_shape import PoolSize, TraceClock  # noqa: E402
 from service.traces import schedule as sched  # noqa: E402
-from service.traces.cli import load_tokenizer  # noqa: E402
-from service.traces.formats import load_trace  # noqa: E402
+from service.traces.cli import add_length_arguments, load_schedule, load_tokenizer  # noqa: E402
 from service.traces.prompts import PromptBuilder  # noqa: E402
 
 
@@ -47,8 +50,10 @@ RUN: TraceRun | None = None  # set by on_init: locust offers no other hand-off f
 
 @events.init_command_line_parser.add_listener
 def add_options(parser) -> None:
-    parser.add_argument("--trace", help="trace file (Mooncake JSONL, Azure CSV, BurstGPT CSV)")
+    parser.add_argument("--trace", help="trace file (Mooncake JSONL, Azure CSV, BurstGPT CSV, Timestamp-only CSV)")
     parser.add_argument("--trace-format", default="auto")
+    add_length_arguments(parser)  # lengths of an arrival-only trace
+    parser.add_argument("--trace-seed", type=int, default=0, help="seed of the lengths drawn (--lengths-from)")
     parser.add_argument("--trace-window", default="0:", help="START:END in trace seconds")
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--context-len", type=int, default=0)
@@ -63,7 +68,7 @@ def on_init(environment, **_kwargs) -> None:
     opts = environment.parsed_options
     if opts is None or not opts.trace:
         return
-    s = sched.failed_requests(load_trace(opts.trace, opts.trace_format), "drop")
+    s = sched.failed_requests(load_schedule(opts.trace, opts.trace_format, opts, seed=opts.trace_seed), "drop")
     s = sched.compress(sched.window(s, *sched.parse_window(opts.trace_window)), opts.time_scale)
     if opts.context_len:
         s, _ = sched.fit_context(s, opts.context_len)

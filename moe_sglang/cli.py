@@ -7,6 +7,8 @@ import os
 
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, SPEC_ALGORITHMS, EngineConfig, SpeculationConfig
 
+METRICS_FLAG = "--enable-metrics"
+
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=str(DEFAULT_MODEL), help="HF checkpoint folder (default: bundled model)")
@@ -21,11 +23,19 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec-draft-tokens", type=int, default=4)
     parser.add_argument("--max-total-tokens", type=int, default=None)
     parser.add_argument("--max-running-requests", type=int, default=None)
+    parser.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the engine's /metrics: SGLang's and moe-serve's speculation series (SGLang's --enable-metrics)",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     extra = tuple(a for a in args.sglang_args if a != "--")
+    if args.metrics and METRICS_FLAG not in extra:
+        extra += (METRICS_FLAG,)  # on unless asked off: the dashboards read the engine, SGLang defaults to off
     spec = SpeculationConfig(
         algorithm=args.speculative,
         draft_model_path=args.draft_model if args.speculative == "standalone" else None,

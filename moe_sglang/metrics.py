@@ -1,4 +1,5 @@
-"""moe-serve's speculation metrics on the engine's `/metrics` (SGLang started with `--enable-metrics`).
+"""moe-serve's speculation metrics on the engine's `/metrics` (SGLang's `--enable-metrics`, on by default in
+`moe-serve engine|up`).
 
 SGLang's HTTP process sets PROMETHEUS_MULTIPROC_DIR before it spawns the scheduler and serves `/metrics` through
 prometheus_client's MultiProcessCollector, so counters and histograms created in the scheduler process (where our
@@ -47,6 +48,20 @@ DECODE_TOKENS = "moe_serve:decode_tokens"
 TARGET_FORWARDS = "moe_serve:target_forwards"
 # sum (rate(moe_serve:draft_phases_total[5m]))   -- steps that ran the drafter (a request with K = 0 is not drafted for)
 DRAFT_PHASES = "moe_serve:draft_phases"
+
+# vLLM's speculative-decoding counters under our prefix, so dashboards and queries written for vLLM's
+# `vllm:spec_decode_*` read moe-serve's by renaming the prefix. As vLLM counts them, per request-step that verified
+# at least one draft (a "draft"); with per-request K a draft holds min(K_i, draft depth) tokens.
+# sum (rate(moe_serve:spec_decode_num_accepted_tokens_total[5m])) / sum (rate(moe_serve:spec_decode_num_draft_tokens_total[5m]))
+#   draft acceptance rate
+# 1 + sum (rate(moe_serve:spec_decode_num_accepted_tokens_total[5m])) / sum (rate(moe_serve:spec_decode_num_drafts_total[5m]))
+#   mean acceptance length (tokens per speculative request-step, bonus token included)
+VLLM_DRAFTS = "moe_serve:spec_decode_num_drafts"
+VLLM_DRAFT_TOKENS = "moe_serve:spec_decode_num_draft_tokens"
+VLLM_ACCEPTED = "moe_serve:spec_decode_num_accepted_tokens"
+# sum by (position) (rate(moe_serve:spec_decode_num_accepted_tokens_per_pos_total[5m]))
+#   / scalar (sum (rate(moe_serve:spec_decode_num_drafts_total[5m])))   -- acceptance at each 0-based draft position
+VLLM_ACCEPTED_PER_POS = "moe_serve:spec_decode_num_accepted_tokens_per_pos"
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 K_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
@@ -98,6 +113,15 @@ class SpecMetrics:
         self.dropped = Counter(
             BUDGET_DROPPED, "Experts dropped by the verify budget, summed over layers", ["policy"], registry=r
         )
+        self.vllm_drafts = Counter(VLLM_DRAFTS, "Request-steps that verified drafts (vLLM's name)", pt, registry=r)
+        self.vllm_draft_tokens = Counter(VLLM_DRAFT_TOKENS, "Draft tokens verified (vLLM's name)", pt, registry=r)
+        self.vllm_accepted = Counter(VLLM_ACCEPTED, "Draft tokens accepted (vLLM's name)", pt, registry=r)
+        self.vllm_accepted_per_pos = Counter(
+            VLLM_ACCEPTED_PER_POS,
+            "Draft tokens accepted at each 0-based position (vLLM's name)",
+            ["policy", "position"],
+            registry=r,
+        )
 
     def count_forward(self, kind: str, tokens: int) -> None:
         """A target forward of a decode step: kind "verify" or "decode", `tokens` = its input rows."""
@@ -118,6 +142,7 @@ class SpecMetrics:
             if k == 0:
                 self.off.labels(policy, tenant).inc()
             self.accept_length.labels(policy, tenant).observe(r.accepted + 1)
+            self._record_vllm(policy, tenant, r.k, r.accepted)
             for position in range(1, r.k + 1):
                 self.proposed_at.labels(policy, str(position)).inc()
                 if position <= r.accepted:
@@ -135,3 +160,12 @@ class SpecMetrics:
             self.unique.labels(batch_policy).observe(unique)
         if dropped:
             self.dropped.labels(batch_policy).inc(dropped)
+
+    def _record_vllm(self, policy: str, tenant: str, verified: int, accepted: int) -> None:
+        if verified == 0:
+            return  # no draft this request-step: vLLM counts only steps that proposed one
+        self.vllm_drafts.labels(policy, tenant).inc()
+        self.vllm_draft_tokens.labels(policy, tenant).inc(verified)
+        self.vllm_accepted.labels(policy, tenant).inc(accepted)
+        for position in range(accepted):
+            self.vllm_accepted_per_pos.labels(policy, str(position)).inc()

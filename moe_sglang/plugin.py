@@ -7,20 +7,21 @@ scheduler process. It first checks every SGLang name moe-serve touches against t
 1. registers moe-serve's speculative algorithms MOE_SERVE_NGRAM and MOE_SERVE_STANDALONE (algorithm.py): the
    per-request speculative step runs in their workers;
 2. hooks MoE routing (expert_budget.topk_hook) so verify forwards can be kept inside an expert budget and their
-   experts counted.
+   experts counted;
+3. carries each request's speculation summary (request_stats.py) into its response (stats_output.py).
 
 On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 
-3. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
+4. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
    speculative helpers call (`service.kernels.sgl_cpu_ops`); no PyPI wheel ships them for CPU. Must happen before
    the model runner is built: the backend looks the attention ops up in its constructor;
-4. registers the ragged-verify-aware subclass of that backend under its own name (cpu_attention.py);
-5. tells SGLang the platform has AMX (`override_platform(has_amx=True)`), so its argument post-processing keeps the
+5. registers the ragged-verify-aware subclass of that backend under its own name (cpu_attention.py);
+6. tells SGLang the platform has AMX (`override_platform(has_amx=True)`), so its argument post-processing keeps the
    `intel_amx` backend instead of silently rewriting it to `torch_native` (which rejects target-verify batches). Only
    the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed;
-6. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
-7. makes sampled speculative verification lossless on CPU (sampled_verify.py).
+7. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
+8. makes sampled speculative verification lossless on CPU (sampled_verify.py).
 
 SGLang logs and swallows plugin exceptions, so failures are also recorded in `PluginState`; an incompatible SGLang
 raises SystemExit, which SGLang does not swallow.
@@ -32,6 +33,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from moe_sglang.request_stats import RequestStatsBook
+
 logger = logging.getLogger(__name__)
 
 
@@ -42,6 +45,8 @@ class PluginState:
     cpu_ops: list[str] = field(default_factory=list)  # sgl_kernel ops registered by us in this process
     platform_override: bool = False  # has_amx overridden in this process
     sampled_verify: list[str] = field(default_factory=list)  # eagle_utils names given torch versions
+    # per-request speculation counts of this process: fed by the speculative step, read by the output streamer
+    request_stats: RequestStatsBook = field(default_factory=RequestStatsBook)
 
 
 STATE = PluginState()  # per process by nature: SGLang loads plugins once per process
@@ -52,13 +57,14 @@ def cpu_engine() -> bool:
 
 
 def load() -> None:
-    from moe_sglang import algorithm, expert_budget
+    from moe_sglang import algorithm, expert_budget, stats_output
     from moe_sglang.touchpoints import check_touchpoints, hook
 
     check_touchpoints()
     STATE.algorithms = algorithm.register()
     for target in expert_budget.TOPK_TARGETS:
         hook(target, expert_budget.topk_hook, "around")
+    stats_output.install(STATE.request_stats)
     if cpu_engine():
         _load_cpu()
     STATE.loaded = True

@@ -12,7 +12,10 @@ from service.gateway.admission import Ticket
 from service.gateway.engine_client import EngineRejected, EngineUnavailable
 from service.gateway.errors import GatewayError, error_body
 from service.gateway.hints import engine_body
+from service.gateway.logprobs import asked as logprobs_asked
+from service.gateway.logprobs import check_present, fill_text_offsets
 from service.gateway.schemas import ChatCompletionRequest, CompletionRequest
+from service.gateway.speculation import SpeculationGrant, grant
 from service.gateway.sse import AbortOnDisconnectResponse, sse
 from service.gateway.state import GatewayState
 
@@ -32,13 +35,20 @@ class Relay:
     """One admitted request on its way through the engine."""
 
     def __init__(
-        self, state: GatewayState, ticket: Ticket, endpoint: str, body: CompletionRequest | ChatCompletionRequest
+        self,
+        state: GatewayState,
+        ticket: Ticket,
+        endpoint: str,
+        body: CompletionRequest | ChatCompletionRequest,
+        speculation: SpeculationGrant | None = None,
     ):
         self.state = state
         self.ticket = ticket
         self.tenant = ticket.tenant.name
         self.endpoint = endpoint
         self.body = body
+        self.speculation = speculation or grant(ticket.tenant, None)
+        self.text_offsets: dict[int, int] | None = {} if isinstance(body, CompletionRequest) else None
         self.rid = f"moe-{uuid.uuid4().hex}"
         self.started = time.perf_counter()
         self.usage: dict | None = None
@@ -49,7 +59,17 @@ class Relay:
             self.ticket.tenant,
             self.rid,
             forward_priority=self.state.config.engine.forward_priority,
+            speculation=self.speculation,
         )
+
+    def _shape(self, event: dict) -> None:
+        """What the client sees of an engine answer or chunk: no SGLang extension, stats only when asked, OpenAI's
+        text offsets."""
+        self.state.metrics.observe_spec(self.tenant, event.pop("sglext", None))
+        if not self.speculation.stats:
+            event.pop("metrics", None)
+        if self.text_offsets is not None and isinstance(event.get("choices"), list):
+            fill_text_offsets(event["choices"], self.text_offsets)
 
     def _headers(self) -> dict[str, str]:
         return {**self.ticket.headers, "x-request-id": self.rid}
@@ -82,8 +102,14 @@ class Relay:
         finally:
             metrics.in_flight.labels(self.tenant).dec()
         self.usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
-        metrics.observe_spec(self.tenant, payload.pop("sglext", None))
+        self._shape(payload)
         metrics.ttft.labels(self.tenant).observe(time.perf_counter() - self.started)
+        if logprobs_asked(self.body):
+            try:
+                check_present(payload.get("choices") or [])
+            except GatewayError as error:
+                await self._settle(error.status)
+                raise
         await self._settle(200)
         return JSONResponse(payload, headers=self._headers())
 
@@ -111,6 +137,7 @@ class Relay:
     async def _relay(self, first: dict | None, events):
         metrics = self.state.metrics
         wants_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
+        wants_stats = self.speculation.stats  # the stats ride the final usage chunk, asked for or not
         last_token_at: float | None = None
         done = False
         try:
@@ -119,7 +146,7 @@ class Relay:
                 if "error" in event or event.get("object") == "error":
                     yield sse(event)  # the engine failed after tokens were sent; the client sees its error
                     break
-                metrics.observe_spec(self.tenant, event.pop("sglext", None))
+                self._shape(event)
                 if isinstance(event.get("usage"), dict):
                     self.usage = event["usage"]
                 if not wants_usage:
@@ -132,7 +159,7 @@ class Relay:
                         metrics.itl.labels(self.tenant).observe(now - last_token_at)
                     last_token_at = now
                     yield sse(event)
-                elif wants_usage and "usage" in event:
+                elif (wants_usage and "usage" in event) or (wants_stats and "metrics" in event):
                     yield sse(event)
                 event = await anext(events, None)
             yield sse("[DONE]")

@@ -2,17 +2,24 @@
 
 Unknown fields are dropped, not forwarded: engine-only fields (`rid`, `priority`, `custom_params`,
 `custom_logit_processor`, ...) are the gateway's to set, and a custom logit processor is serialized code.
+Known OpenAI / vLLM fields the gateway does not serve are refused by name instead (unsupported.py); the
+`speculation` extension field is the gateway's own (speculation.py) and never forwarded as sent.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from service.gateway.speculation import SpeculationRequest
+from service.gateway.unsupported import UNSUPPORTED, UnsupportedFields
 
 INT64 = 2**63 - 1
 TokenId = Annotated[int, Field(ge=0, le=2**31 - 1)]
 StopList = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=16)]
+MAX_LOGPROBS = 20  # alternatives per token, as vLLM's default --max-logprobs (OpenAI allows 5 on completions)
+GATEWAY_ONLY = {"stream_options", "user", "speculation", *UNSUPPORTED}  # validated here, never forwarded as sent
 
 
 class StreamOptions(BaseModel):
@@ -20,7 +27,7 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class SamplingFields(BaseModel):
+class SamplingFields(UnsupportedFields):
     """Fields common to completions and chat; names and defaults as in the OpenAI API (+ SGLang's top_k/min_p)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -40,10 +47,11 @@ class SamplingFields(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = Field(default=None, max_length=256)
+    speculation: SpeculationRequest | None = None
 
     def engine_fields(self) -> dict:
         """The fields to forward, without unset ones (so the engine's own defaults apply)."""
-        fields = self.model_dump(exclude_none=True, exclude={"stream_options", "user"})
+        fields = self.model_dump(exclude_none=True, exclude=GATEWAY_ONLY)
         if fields.get("top_k") == 0:
             fields.pop("top_k")  # OpenAI-style clients send 0 for "off"; SGLang's "off" is -1
         return fields
@@ -57,6 +65,7 @@ class CompletionRequest(SamplingFields):
         | Annotated[list[Annotated[list[TokenId], Field(min_length=1)]], Field(min_length=1, max_length=64)]
     )
     echo: bool = False
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)  # top alternatives per token; 0 = chosen only
 
 
 class TextPart(BaseModel):
@@ -76,6 +85,15 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(SamplingFields):
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=1024)]
     max_completion_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_LOGPROBS)
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _needs_logprobs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value and not info.data.get("logprobs"):
+            raise ValueError("top_logprobs needs logprobs: true")  # OpenAI's rule too
+        return value
 
     def engine_fields(self) -> dict:
         fields = super().engine_fields()

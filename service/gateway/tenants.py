@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from service.gateway.speculation import ANY_POLICY, known_policies, policy_name
+
 
 def hash_key(api_key: str) -> str:
     """The stored form of an API key: SHA-256 hex digest of its UTF-8 bytes."""
@@ -39,10 +41,16 @@ class Tenant:
     slo: SloClass = field(default_factory=lambda: SloClass("standard", 1000.0, 100.0))
     policy: str = "auto"  # speculation policy name the engine plugin applies ("auto" = engine's choice)
     allow_lossy_budget: bool = False  # whether the engine may cap experts per verify step (lossy MoE-Spec budget)
+    # What a request may ask for in its `speculation` field (speculation.py):
+    allowed_policies: tuple[str, ...] = ()  # policy names a request may pick ("*": any); () = only `policy`
+    max_k: int | None = None  # draft tokens, ceiling on K for every request of the tenant; None = the engine's
+    min_expert_budget: int | None = None  # experts per MoE layer, the lowest budget a request may ask; None = any
 
 
 _SLO_FIELDS = {"name", "ttft_ms", "tpot_ms"}
+_SPECULATION_FIELDS = {"allowed_policies", "max_k", "min_expert_budget"}
 _TENANT_FIELDS = {"name", "key_sha256", "rpm", "tpm", "priority", "slo", "policy", "allow_lossy_budget"}
+_TENANT_FIELDS |= _SPECULATION_FIELDS
 
 
 def tenant_from_dict(raw: Any) -> Tenant:
@@ -80,7 +88,22 @@ def tenant_from_dict(raw: Any) -> Tenant:
     lossy = raw.get("allow_lossy_budget", False)
     if not isinstance(lossy, bool):
         raise ValueError(f"tenant {name!r}: 'allow_lossy_budget' must be true or false")
-    return Tenant(name, tuple(hashes), raw["rpm"], raw["tpm"], priority, slo, policy, lossy)
+    return Tenant(name, tuple(hashes), raw["rpm"], raw["tpm"], priority, slo, policy, lossy, **_speculation(name, raw))
+
+
+def _speculation(name: str, raw: dict) -> dict[str, Any]:
+    allowed = raw.get("allowed_policies", [])
+    if not isinstance(allowed, list) or not all(isinstance(p, str) and p for p in allowed):
+        raise ValueError(f"tenant {name!r}: 'allowed_policies' must be a list of policy names")
+    unknown = [p for p in allowed if p != ANY_POLICY and policy_name(p) not in known_policies()]
+    if unknown:
+        raise ValueError(f"tenant {name!r}: unknown policies {unknown} in 'allowed_policies'")
+    bounds = {"max_k": 0, "min_expert_budget": 1}
+    for field_name, least in bounds.items():
+        value = raw.get(field_name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise ValueError(f"tenant {name!r}: {field_name!r} must be an integer >= {least}")
+    return {"allowed_policies": tuple(allowed), **{k: raw.get(k) for k in bounds}}
 
 
 def tenant_to_dict(tenant: Tenant) -> dict[str, Any]:
@@ -94,6 +117,9 @@ def tenant_to_dict(tenant: Tenant) -> dict[str, Any]:
         "slo": {"name": tenant.slo.name, "ttft_ms": tenant.slo.ttft_ms, "tpot_ms": tenant.slo.tpot_ms},
         "policy": tenant.policy,
         "allow_lossy_budget": tenant.allow_lossy_budget,
+        "allowed_policies": list(tenant.allowed_policies),
+        "max_k": tenant.max_k,
+        "min_expert_budget": tenant.min_expert_budget,
     }
 
 

@@ -47,11 +47,15 @@ def train_tokenizer(texts_by_domain: dict[str, list[str]], vocab_size: int = 819
 
 
 def save_hf_tokenizer(tokenizer, out_dir: Path) -> None:
-    """Write tokenizer.json + tokenizer_config.json as transformers and SGLang expect them."""
+    """Write tokenizer.json + tokenizer_config.json as transformers and SGLang expect them, with the chat template
+    (SGLang's /v1/chat/completions refuses a model without one)."""
     from transformers import PreTrainedTokenizerFast
+
+    from service.models.chat_template import CHAT_TEMPLATE
 
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=EOS, eos_token=EOS, pad_token=EOS)
     fast.model_max_length = 256
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out_dir))
 
 

@@ -10,10 +10,16 @@ import asyncio
 import json
 from pathlib import Path
 
+from service.traces.formats import FORMATS, load_trace
+from service.traces.types import Schedule
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", help="trace file: Mooncake JSONL, Azure 2023 CSV or BurstGPT CSV")
-    parser.add_argument("--format", default="auto", choices=["auto", "mooncake", "azure", "burstgpt"])
+    parser.add_argument(
+        "trace", help="trace file: Mooncake JSONL, Azure 2023 CSV, BurstGPT CSV or arrival times only (Timestamp CSV)"
+    )
+    parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
+    add_length_arguments(parser)
     parser.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
     parser.add_argument("--model", required=True, help="model name sent with each request")
     parser.add_argument("--tokenizer", help="tokenizer.json, a tokenizer directory or hub name (default: --model)")
@@ -41,17 +47,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="report directory")
 
 
+def add_length_arguments(parser) -> None:
+    """Lengths for arrival-only traces (service/traces/arrivals.py); the locustfile takes the same options."""
+    parser.add_argument(
+        "--lengths-from", help="arrival-only trace: draw (input, output) lengths from this trace's requests (--seed)"
+    )
+    parser.add_argument("--lengths-format", default="auto", help="format of --lengths-from (default: detected)")
+    parser.add_argument("--input-tokens", type=int, help="arrival-only trace: every prompt this many tokens")
+    parser.add_argument("--output-tokens", type=int, help="arrival-only trace: every output this many tokens")
+    parser.add_argument("--arrival-unit", default="s", choices=["s", "ms"], help="arrival-only trace: timestamp unit")
+
+
+def load_schedule(path: str, fmt: str, args, seed: int = 0) -> Schedule:
+    """The trace at `path`, with lengths from the add_length_arguments options when it records none."""
+    from service.traces.arrivals import lengths_from
+
+    lengths = None
+    if args.lengths_from or args.input_tokens or args.output_tokens:
+        source = load_trace(args.lengths_from, args.lengths_format) if args.lengths_from else None
+        lengths = lengths_from(source, input_tokens=args.input_tokens, output_tokens=args.output_tokens, seed=seed)
+    return load_trace(path, fmt, lengths, 0.001 if args.arrival_unit == "ms" else 1.0)
+
+
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from service.traces import schedule as sched
-    from service.traces.formats import load_trace
     from service.traces.prompts import PromptBuilder
     from service.traces.replay import ReplayConfig, replay
     from service.traces.report import Slo, summarize, time_series
     from service.traces.report_files import write_report
 
-    s = load_trace(args.trace, args.format)
+    s = load_schedule(args.trace, args.format, args, seed=args.seed)
     loaded = len(s)
     s = sched.failed_requests(s, args.failed)
     s = sched.window(s, *sched.parse_window(args.window))

@@ -7,7 +7,9 @@ between arrivals would accumulate every wake-up's error). Lateness (sent - due) 
 Per request, timed on the client as `vllm bench serve` does: TTFT (send -> first streamed text), ITL (gaps between
 streamed text chunks), E2E (send -> end of stream); output tokens from the final `usage` chunk, else the chunk count.
 SGLang's speculation stats come from its `sglext.spec_tokens_details` chunk, asked for with
-`return_spec_tokens_details` (sglang/srt/entrypoints/openai/serving_completions.py).
+`return_spec_tokens_details` (sglang/srt/entrypoints/openai/serving_completions.py); through the moe-serve gateway,
+which keeps SGLang's extension to itself, from the `metrics.speculative_decoding` it returns for
+`speculation: {"stats": true}` (the same counts: one verify step per decode step).
 """
 
 from __future__ import annotations
@@ -113,9 +115,11 @@ def _body(config: ReplayConfig, prompt: str | list[int], max_tokens: int) -> dic
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    extra = dict(config.extra_body)
     if config.spec_stats:
-        body["return_spec_tokens_details"] = True
-    return {**body, **config.extra_body}
+        body["return_spec_tokens_details"] = True  # SGLang itself
+        body["speculation"] = {"stats": True, **extra.pop("speculation", {})}  # the moe-serve gateway
+    return {**body, **extra}
 
 
 async def _send(
@@ -154,7 +158,7 @@ async def _send(
         output_tokens=stream.completion_tokens if stream.completion_tokens is not None else len(times),
         prompt_tokens=stream.prompt_tokens,
         error=error,
-        spec=stream.spec,
+        spec=stream.spec or stream.spec_from_summary(),
     )
 
 
@@ -166,7 +170,16 @@ class _StreamState:
         self.completion_tokens: int | None = None
         self.prompt_tokens: int | None = None
         self.spec: dict | None = None
+        self.summary: dict | None = None  # moe-serve's metrics.speculative_decoding, when returned
         self.error: str | None = None
+
+    def spec_from_summary(self) -> dict | None:
+        """SGLang's per-request fields from moe-serve's summary: verify steps are decode steps, accept length is
+        completion tokens per verify step (SGLang's definition)."""
+        steps = (self.summary or {}).get("num_decode_steps")
+        if not steps or self.completion_tokens is None:
+            return None
+        return {"spec_verify_ct": steps, "spec_accept_length": self.completion_tokens / steps}
 
     def feed(self, raw: bytes, now: float) -> None:
         line = raw.decode("utf-8", errors="replace").strip()
@@ -192,3 +205,6 @@ class _StreamState:
         spec = (chunk.get("sglext") or {}).get("spec_tokens_details")
         if spec:
             self.spec = spec[0] if isinstance(spec, list) else spec
+        summary = (chunk.get("metrics") or {}).get("speculative_decoding")
+        if summary:
+            self.summary = summary

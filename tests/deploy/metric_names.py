@@ -69,6 +69,11 @@ ENGINE_PLUGIN = frozenset(
         "moe_serve:verify_unique_experts_bucket",
         "moe_serve:verify_budget_dropped_experts_total",
         "moe_serve:verify_tokens_total",
+        # vLLM's spec_decode counters under our prefix (dashboards written for vLLM read them)
+        "moe_serve:spec_decode_num_drafts_total",
+        "moe_serve:spec_decode_num_draft_tokens_total",
+        "moe_serve:spec_decode_num_accepted_tokens_total",
+        "moe_serve:spec_decode_num_accepted_tokens_per_pos_total",
     }
 )
 

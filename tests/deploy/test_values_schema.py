@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -71,8 +73,20 @@ _VALID = {
     "slo": {"name": "interactive", "ttft_ms": 300, "tpot_ms": 50},
     "policy": "auto",
     "allow_lossy_budget": False,
+    "allowed_policies": ["static", "moe_serve"],
+    "max_k": 3,
+    "min_expert_budget": 2,
 }
-_FIELDS = (*_VALID, "api_key", "slo.name", "slo.ttft_ms", "slo.tpot_ms", "slo.extra", "key_sha256.0")
+_FIELDS = (
+    *_VALID,
+    "api_key",
+    "slo.name",
+    "slo.ttft_ms",
+    "slo.tpot_ms",
+    "slo.extra",
+    "key_sha256.0",
+    "allowed_policies.0",
+)
 _DELETED = object()
 _EDGES = (
     _DELETED,
@@ -97,6 +111,7 @@ _EDGES = (
 
 def _mutated(mutations) -> dict:
     tenant = {**_VALID, "slo": dict(_VALID["slo"]), "key_sha256": list(_VALID["key_sha256"])}
+    tenant["allowed_policies"] = list(_VALID["allowed_policies"])
     for field, value in mutations:
         parent, _, child = field.partition(".")
         target, key = tenant, parent
@@ -149,3 +164,10 @@ def test_schema_never_admits_a_tenant_the_gateway_refuses(mutations):
     tenant = _mutated(mutations)
     if _schema_admits(helm().Chart.load(CHART), tenant):
         assert _gateway_refusal(gateway, tenant) is None
+
+
+def test_schema_names_the_policies_the_gateway_knows():
+    speculation = pytest.importorskip("service.gateway.speculation")
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    names = set(schema["definitions"]["tenant"]["properties"]["allowed_policies"]["items"]["enum"]) - {"*"}
+    assert {speculation.policy_name(n) for n in names} == set(speculation.known_policies())

@@ -1,7 +1,8 @@
 """TEST DOUBLE of an SGLang HTTP server: a scripted fake, not an engine. It generates no real text.
 
 It mimics the parts of SGLang 0.5.23's HTTP API the gateway uses — `/v1/completions`, `/v1/chat/completions` (JSON and
-SSE with `data: [DONE]`, usage chunk with `stream_options.include_usage`, `sglext.spec_tokens_details`), `/health`,
+SSE with `data: [DONE]`, usage chunk with `stream_options.include_usage`, `sglext.spec_tokens_details`, moe-serve's
+`metrics.speculative_decoding` (top-level, or in the usage chunk of a stream)), `/health`,
 `/v1/models`, `/get_model_info`, `/abort_request`, and the context-length 400 — and records what it was sent, so tests
 can check what reached the engine, which requests were aborted and which streams the gateway closed.
 Output: token i of a reply is the string `" t{i}"`; a prompt is counted as one token per whitespace-separated word.
@@ -72,6 +73,26 @@ def _spec(n_tokens: int) -> dict:
     }
 
 
+def _stats(body: dict, n_tokens: int) -> dict:
+    """A per-request summary shaped as the moe-serve plugin's (moe_sglang/request_stats.py): one decode step per
+    token after the first, at the K the hints allow (2 when they set none), nothing accepted."""
+    hints = (body.get("custom_params") or {}).get("moe_serve") or {}
+    k, steps = hints.get("max_k", 2), max(n_tokens - 1, 0)
+    return {
+        "mean_acceptance_length": 1.0,
+        "draft_acceptance_rate": 0.0,
+        "acceptance_histogram": [steps if k else 0] + [0] * k,
+        "num_spec_steps": steps if k else 0,
+        "num_draft_tokens": k * steps,
+        "num_accepted_draft_tokens": 0,
+        "num_spec_tokens": k,
+        "policy": hints.get("policy"),
+        "k_chosen_histogram": [0] * k + [steps] if k else [steps],
+        "num_decode_steps": steps,
+        "num_steps_k0": 0 if k else steps,
+    }
+
+
 def create_engine_double(script: Script | None = None, record: Record | None = None) -> FastAPI:
     script = script or Script()
     record = record or Record()
@@ -115,25 +136,28 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
         usage = {"prompt_tokens": words, "completion_tokens": n_tokens, "total_tokens": words + n_tokens}
         created = int(time.time())
         kind = "chat.completion" if chat else "text_completion"
-        sglext = (
-            {"sglext": {"spec_tokens_details": _spec(n_tokens)}}
-            if body.get("return_spec_tokens_details") and script.spec_details
-            else {}
-        )
+        sglext, spec_metrics = {}, {}
+        if body.get("return_spec_tokens_details") and script.spec_details:
+            sglext = {"sglext": {"spec_tokens_details": _spec(n_tokens)}}
+            spec_metrics = {"metrics": {"speculative_decoding": _stats(body, n_tokens)}}
         if not body.get("stream"):
             await asyncio.sleep(script.first_token_delay_s + script.token_delay_s * n_tokens)
             text = "".join(f" t{i}" for i in range(n_tokens))
             choice = {"index": 0, "finish_reason": "length", "logprobs": None}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
             record.completed.append(rid)
-            return {
-                "id": rid,
-                "object": kind,
-                "created": created,
-                "model": body["model"],
-                "choices": [choice],
-                "usage": usage,
-            } | sglext
+            return (
+                {
+                    "id": rid,
+                    "object": kind,
+                    "created": created,
+                    "model": body["model"],
+                    "choices": [choice],
+                    "usage": usage,
+                }
+                | sglext
+                | spec_metrics
+            )
 
         async def events():
             finished = False
@@ -176,6 +200,7 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
                             "choices": [],
                             "usage": usage,
                         }
+                        | spec_metrics
                     )
                 yield sse("[DONE]")
                 finished = True

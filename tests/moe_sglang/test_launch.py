@@ -97,6 +97,16 @@ def test_cli_builds_the_same_config():
     assert config.extra_args == ("--enable-metrics",)
 
 
+@pytest.mark.parametrize("command", ["engine", "up"])
+def test_metrics_are_on_unless_asked_off(command):
+    from service.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse([command])._module.engine_config(parse([command])).extra_args == ("--enable-metrics",)
+    off = parse([command, "--no-metrics", "--", "--log-level", "debug"])
+    assert off._module.engine_config(off).extra_args == ("--log-level", "debug")
+
+
 def test_engine_threads_reach_the_server_environment():
     assert server_env(EngineConfig(device="cpu", threads=2), base={})["OMP_NUM_THREADS"] == "2"
     assert "OMP_NUM_THREADS" not in server_env(EngineConfig(device="cpu"), base={})

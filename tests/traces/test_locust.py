@@ -24,6 +24,21 @@ needs_locust = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(scope="module")
+def scripted_url():
+    server = subprocess.Popen(
+        [sys.executable, "-m", "loadtest.scripted_server", "--port", "0", "--ttft-ms", "5", "--itl-ms", "1"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield server.stdout.readline().strip()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def test_pool_size_hand_computed():
     # Arrivals at 0, 0, 1, 5, 5, 5.2 with requests assumed to take 2 s: at most 3 in any (t-2, t] span up to t=1,
     # then 3 (5, 5, 5.2) later; a 1 s lookahead sees arrivals before they happen.
@@ -63,36 +78,40 @@ def test_locustfile_shape_follows_the_schedule(traces_dir):
     assert out.stdout.strip() == repr([(n, 100) for n in expected] + [None])
 
 
-@needs_locust
-def test_headless_locust_run(traces_dir, tiny_tokenizer_file, tmp_path):
-    server = subprocess.Popen(
-        [sys.executable, "-m", "loadtest.scripted_server", "--port", "0", "--ttft-ms", "5", "--itl-ms", "1"],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
+def _locust(url: str, tokenizer: Path, tmp_path: Path, *trace_args: str) -> dict[str, dict]:
+    """A headless locust run against the scripted double; its stats rows by name."""
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "loadtest" / "locustfile.py"), "--headless"),
+            *("-t", "20s", "--host", url, *trace_args),
+            *("--tokenizer", str(tokenizer), "--model", "m", "--e2e-guess-s", "2"),
+            *("--csv", str(tmp_path / "run"), "--only-summary"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
         text=True,
+        timeout=60,
     )
-    try:
-        url = server.stdout.readline().strip()
-        trace = traces_dir / "mooncake_conversation_trace.jsonl"
-        run = subprocess.run(
-            [
-                *(sys.executable, "-m", "locust", "-f", str(REPO_ROOT / "loadtest" / "locustfile.py"), "--headless"),
-                *("-t", "20s", "--host", url, "--trace", str(trace), "--trace-window", "0:7", "--time-scale", "4"),
-                *("--tokenizer", str(tiny_tokenizer_file), "--model", "m", "--e2e-guess-s", "2"),
-                *("--csv", str(tmp_path / "run"), "--only-summary"),
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     assert run.returncode == 0, run.stderr[-2000:]
-    stats = {row["Name"]: row for row in csv.DictReader((tmp_path / "run_stats.csv").open())}
+    return {row["Name"]: row for row in csv.DictReader((tmp_path / "run_stats.csv").open())}
+
+
+@needs_locust
+def test_headless_locust_run(traces_dir, tiny_tokenizer_file, scripted_url, tmp_path):
+    trace = traces_dir / "mooncake_conversation_trace.jsonl"
+    args = ("--trace", str(trace), "--trace-window", "0:7", "--time-scale", "4")
+    stats = _locust(scripted_url, tiny_tokenizer_file, tmp_path, *args)
     n = len(window(load_mooncake(trace), 0, 7))
     for name in ("TTFT", "TPOT", "lateness", "completions"):
         assert int(stats[name]["Request Count"]) == n, name
         assert int(stats[name]["Failure Count"]) == 0
     assert float(stats["TTFT"]["Min Response Time"]) >= 5.0  # the double waits 5 ms before its first token
+
+
+@needs_locust
+def test_headless_locust_run_on_an_arrival_only_trace(tiny_tokenizer_file, scripted_url, tmp_path):
+    trace = tmp_path / "arrivals.csv"
+    trace.write_text("Timestamp\n0\n0.5\n1.0\n")  # SYNTHETIC arrival times
+    args = ("--trace", str(trace), "--input-tokens", "40", "--output-tokens", "3")
+    stats = _locust(scripted_url, tiny_tokenizer_file, tmp_path, *args)
+    assert int(stats["completions"]["Request Count"]) == 3 and int(stats["completions"]["Failure Count"]) == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,19 @@ async def test_extra_body_fields_reach_the_server(server):
     result = await replay(_schedule(2, rate=20.0, n_out=6), ["x", "y"], config)
     assert [r.output_tokens for r in result.records] == [2, 2]
     assert all(r.spec is None for r in result.records)
+
+
+def test_stats_through_the_moe_serve_gateway_map_to_sglangs_fields():
+    # the gateway keeps SGLang's sglext to itself and answers speculation.stats with metrics.speculative_decoding
+    from service.traces.replay import _body, _StreamState
+
+    body = _body(ReplayConfig(url="u", model="m", extra_body={"speculation": {"policy": "static"}}), "x", 4)
+    assert body["speculation"] == {"stats": True, "policy": "static"} and body["return_spec_tokens_details"]
+    stream = _StreamState()
+    summary = {"num_decode_steps": 4, "mean_acceptance_length": 2.0}
+    for chunk in (
+        {"choices": [{"text": "a"}]},
+        {"choices": [], "usage": {"completion_tokens": 10}, "metrics": {"speculative_decoding": summary}},
+    ):
+        stream.feed(f"data: {json.dumps(chunk)}".encode(), 0.0)
+    assert stream.spec is None and stream.spec_from_summary() == {"spec_verify_ct": 4, "spec_accept_length": 2.5}

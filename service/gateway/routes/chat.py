@@ -6,13 +6,16 @@ from fastapi import APIRouter
 
 from service.gateway.admission import admit
 from service.gateway.deps import StateDep, TenantDep
+from service.gateway.logprobs import asked as logprobs_asked
 from service.gateway.relay import Relay
 from service.gateway.schemas import ChatCompletionRequest
+from service.gateway.speculation import grant
 
 router = APIRouter()
 
 
 @router.post("/v1/chat/completions", tags=["openai"])
 async def create_chat_completion(body: ChatCompletionRequest, tenant: TenantDep, state: StateDep):
-    relay = Relay(state, await admit(state, tenant, body), "/v1/chat/completions", body)
+    speculation = grant(tenant, body.speculation, exact=logprobs_asked(body))  # refused before it is charged
+    relay = Relay(state, await admit(state, tenant, body), "/v1/chat/completions", body, speculation)
     return await (relay.stream() if body.stream else relay.complete())
