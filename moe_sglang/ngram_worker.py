@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from moe_sglang import plugin
 from moe_sglang.settings import EngineSettings
 from moe_sglang.step import SpecRuntime, StepInFlight, model_shape
 from moe_sglang.verify import DraftTrees, plain_step, verify_step
@@ -30,7 +31,9 @@ def worker_class():
         def __init__(self, server_args, gpu_id, nccl_port, target_worker):
             super().__init__(server_args, gpu_id, nccl_port, target_worker)
             self.settings = EngineSettings.from_env()
-            self.spec_runtime = SpecRuntime(self.settings, model_shape(target_worker.model_config))
+            self.spec_runtime = SpecRuntime(
+                self.settings, model_shape(target_worker.model_config), request_stats=plugin.STATE.request_stats
+            )
 
         def forward_batch_generation(self, batch, on_publish=None, pp_proxy_tensors=None):
             if not batch.forward_mode.is_decode() or not batch.reqs:

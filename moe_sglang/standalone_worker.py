@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from moe_sglang import plugin
 from moe_sglang.accept import step_result
 from moe_sglang.draft_model import DraftModelDrafter
 from moe_sglang.settings import EngineSettings
@@ -33,7 +34,9 @@ def worker_class():
         def __init__(self, server_args, gpu_id, nccl_port, target_worker):
             super().__init__(server_args, gpu_id, nccl_port, target_worker)
             self.settings = EngineSettings.from_env()
-            self.spec_runtime = SpecRuntime(self.settings, model_shape(target_worker.model_config))
+            self.spec_runtime = SpecRuntime(
+                self.settings, model_shape(target_worker.model_config), request_stats=plugin.STATE.request_stats
+            )
             self.drafter = DraftModelDrafter(
                 self._draft_worker.draft_worker,
                 self.topk,

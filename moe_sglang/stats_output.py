@@ -36,54 +36,28 @@ META_KEY = "moe_serve_speculation"  # meta_info key of the summary (a one-elemen
 RESPONSE_KEY = ("metrics", "speculative_decoding")  # where the OpenAI response carries it (vLLM's place)
 FINISHED_CAP = 4096  # summaries kept for responses not yet written (a client that left never claims its own)
 
-_OUT = "sglang.srt.managers.scheduler_components.output_streamer"
-# Every SGLang name this module hooks, subclasses, reads or writes (checked at install by _check_targets). Data
-# fields it relies on, not resolvable as names: Req.rid/.finished_len/.output_ids (read); the OpenAI requests'
-# `return_spec_tokens_details` (read) and `rid` (written when the client sent none); generate_request outputs'
-# meta_info["id"] (read); a stream's `data: {...}` chunks and its final usage chunk (read, one rewritten).
+# The SGLang names this module hooks, subclasses and calls are in touchpoints.py. Data fields it relies on, not
+# resolvable as names: Req.rid/.finished_len/.output_ids (read); the OpenAI requests' `return_spec_tokens_details`
+# (read) and `rid` (written when the client sent none); generate_request outputs' meta_info["id"] (read); a stream's
+# `data: {...}` chunks and its final usage chunk (read, one rewritten).
 STREAMER_CLASS = "sglang.srt.managers.scheduler.Scheduler.get_output_streamer_class"  # AROUND: our subclass
 GENERATE = "sglang.srt.managers.tokenizer_manager.TokenizerManager.generate_request"  # AROUND: file summaries
 HANDLE = "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request"  # AROUND: add them to responses
-SGLANG_TOUCHPOINTS = (
-    STREAMER_CLASS,
-    f"{_OUT}.SchedulerOutputStreamer",  # subclassed
-    f"{_OUT}.SchedulerOutputStreamer.has_additional_customized_info",  # overridden (ClassVar) in the subclass
-    f"{_OUT}.SchedulerOutputStreamer.build_additional_customized_info",  # overridden in the subclass
-    "sglang.srt.managers.schedule_batch.Req.finished",  # called: a request emits its summary once, when it ends
-    GENERATE,
-    HANDLE,
-)
 
 
 def install(book: RequestStatsBook) -> list[str]:
     """Register the hooks of both sides for this process (each process uses its own side)."""
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    from moe_sglang.touchpoints import hook
 
-    _check_targets()
     finished = FinishedSummaries()
     hooks = {
         STREAMER_CLASS: _streamer_class_hook(book),
         GENERATE: _generate_request_hook(finished),
         HANDLE: _handle_request_hook(finished),
     }
-    for target, hook in hooks.items():
-        HookRegistry.register(target, hook, HookType.AROUND)
+    for target, fn in hooks.items():
+        hook(target, fn, "around")
     return list(hooks)
-
-
-def _check_targets() -> None:
-    import pkgutil
-
-    from moe_sglang.compat import SGLangCompatError
-
-    missing = []
-    for target in SGLANG_TOUCHPOINTS:
-        try:
-            pkgutil.resolve_name(target)
-        except (ImportError, AttributeError) as err:
-            missing.append(f"{target}: {err}")
-    if missing:
-        raise SGLangCompatError("moe-serve's per-request stats have no target:\n- " + "\n- ".join(missing))
 
 
 # ---- scheduler process --------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from moe_sglang.hints import NO_POLICY, RequestHints, parse_hints
 from moe_sglang.metrics import SpecMetrics
 from moe_sglang.policies import PolicySet, StepPlan
+from moe_sglang.request_stats import RequestStatsBook
 from moe_sglang.settings import EngineSettings
 from service.policy import RequestStepStats, RequestView, StepStats
 
@@ -65,6 +66,7 @@ class SpecRuntime:
 
     settings: EngineSettings
     model_shape: dict[str, int]  # num_experts, top_k, num_layers of the target model
+    request_stats: RequestStatsBook = field(default_factory=RequestStatsBook)  # per request, for its response
     policies: PolicySet = field(init=False)
     metrics: SpecMetrics | None = field(init=False)
     history: dict[str, deque] = field(default_factory=dict)  # rid -> recent accepted counts
@@ -127,6 +129,7 @@ class SpecRuntime:
             # every policy sees the whole step: its cost model fits step time against the whole batch's work
             self.policies.observe(name, stats)
         self._remember(requests)
+        self.request_stats.record_step(step.rids, plan.policies, plan.ks, verified, [r.accepted for r in requests])
         if self.metrics is not None:
             tenants = [h.tenant for h in step.hints]
             self.metrics.record(list(plan.policies), tenants, stats, step.dropped_experts, plan.ks)

@@ -294,6 +294,46 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     ),
     Touchpoint(f"{_SPEC}.eagle_utils.top_k_renorm_prob", "write", "None on CPU: our torch version"),
     Touchpoint(f"{_SPEC}.eagle_utils.top_p_renorm_prob", "write", "None on CPU: our torch version"),
+    # --- per-request speculation summaries in responses (stats_output.py)
+    Touchpoint(
+        "sglang.srt.managers.scheduler.Scheduler.get_output_streamer_class",
+        "hook",
+        "selects our output-streamer subclass: SGLang's extension point for per-request response fields is a "
+        "subclass, and this method is where the scheduler picks its class",
+        "(self)",
+    ),
+    Touchpoint(
+        "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer",
+        "subclass",
+        "emits a request's summary once, when it finishes",
+    ),
+    Touchpoint(
+        "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer"
+        ".build_additional_customized_info",
+        "override",
+        "per-request fields SGLang carries to meta_info",
+        "(self, reqs)",
+    ),
+    Touchpoint(
+        "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer"
+        ".has_additional_customized_info",
+        "override",
+        "turns the fields above on",
+    ),
+    Touchpoint("sglang.srt.managers.schedule_batch.Req.finished", "call", "summaries are emitted at the end", "(self)"),
+    Touchpoint(
+        "sglang.srt.managers.tokenizer_manager.TokenizerManager.generate_request",
+        "hook",
+        "files each finished sequence's summary under the response's request id: SGLang's OpenAI layer copies only "
+        "the meta_info keys it knows",
+        "(self, obj, request=None)",
+    ),
+    Touchpoint(
+        "sglang.srt.entrypoints.openai.serving_base.OpenAIServingBase.handle_request",
+        "hook",
+        "adds the summary to the OpenAI response (its response models drop unknown fields)",
+        "(self, request, raw_request)",
+    ),
     # --- behaviour SGLang keys on the algorithm's *name*, which a registered algorithm cannot share (listed to know)
     Touchpoint(
         f"{_SPEC}.spec_utils.spec_need_hidden_states",
