@@ -3,6 +3,7 @@ is shared and noisy), so each script measures all its variants back to back and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import time
@@ -24,6 +25,20 @@ def machine() -> dict:
         "python": platform.python_version(),
         "at": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+
+
+def cpu_info() -> dict:
+    """The CPU model and the vector extensions that decide CPU kernel speed (machines of one kind differ)."""
+    model, flags = platform.processor(), set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = set(value.split())
+                break
+    return {"model": model, "avx2": "avx2" in flags, "avx512f": "avx512f" in flags, "amx": "amx_tile" in flags}
 
 
 def write_json(folder: Path, name: str, payload: dict) -> Path:

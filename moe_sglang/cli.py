@@ -6,6 +6,7 @@ import argparse
 import os
 
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, SPEC_ALGORITHMS, EngineConfig, SpeculationConfig
+from moe_sglang.settings import BUDGET_MODES, VERIFY_LAYOUTS, EngineSettings
 
 METRICS_FLAG = "--enable-metrics"
 
@@ -28,6 +29,19 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the engine's /metrics: SGLang's and moe-serve's speculation series (SGLang's --enable-metrics)",
+    )
+    parser.add_argument(
+        "--default-policy",
+        default=EngineSettings().default_policy,
+        help="speculation policy of requests without moe-serve hints ('sglang': the drafter's full depth)",
+    )
+    parser.add_argument("--policy-params", default="", help='JSON {"policy": {"param": value}} for the policies')
+    parser.add_argument("--budget-mode", default=EngineSettings().budget_mode, choices=BUDGET_MODES)
+    parser.add_argument(
+        "--verify-layout",
+        default=EngineSettings().verify_layout,
+        choices=VERIFY_LAYOUTS,
+        help="ragged: each request verifies its own K + 1 tokens; rectangular / fixed: for comparisons",
     )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
@@ -52,6 +66,12 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
         speculation=spec,
         max_total_tokens=args.max_total_tokens,
         max_running_requests=args.max_running_requests,
+        settings=EngineSettings(
+            default_policy=args.default_policy,
+            policy_params_json=args.policy_params,
+            budget_mode=args.budget_mode,
+            verify_layout=args.verify_layout,
+        ),
         extra_args=extra,
     )
 

@@ -12,6 +12,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from moe_sglang.settings import EngineSettings
+
 ASSETS = Path(__file__).resolve().parent.parent / "service" / "models" / "assets"
 DEFAULT_MODEL = ASSETS / "moe-tiny"
 DEFAULT_DRAFT_MODEL = ASSETS / "moe-tiny-draft"
@@ -47,6 +49,7 @@ class EngineConfig:
     max_total_tokens: int | None = None  # KV-cache size in tokens; None: 65536 on CPU, SGLang's choice on GPU
     max_running_requests: int | None = None
     threads: int | None = None  # torch/OpenMP threads of the engine (OMP_NUM_THREADS); None: inherited / torch's own
+    settings: EngineSettings = field(default_factory=EngineSettings)  # moe-serve's own engine settings
     extra_args: tuple[str, ...] = ()  # passed to SGLang as they are
 
     def __post_init__(self) -> None:
@@ -111,6 +114,7 @@ def server_env(config: EngineConfig, base: dict[str, str] | None = None) -> dict
         env.setdefault("TORCH_COMPILE_DISABLE", "1")
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
+    env.update(config.settings.to_env())  # the channel into SGLang's scheduler process (settings.py)
     return env
 
 

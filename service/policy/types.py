@@ -30,15 +30,16 @@ class RequestView:
     draft_confidences: tuple[
         float, ...
     ] = ()  # drafter probability of each token drafted this step (empty before drafting)
-    draft_depth: int | None = None  # depth of the draft the drafter already built this step (an engine that plans
-    # after drafting, as moe-serve's SGLang NGRAM path does: drafting there is cheap and does not depend on K); K
-    # beyond it cannot be accepted. None: decided before drafting
+    draft_depth: int | None = None  # drafts the drafter already built for this request this step (a chain's depth,
+    # a tree's node count), for an engine that plans after drafting, as moe-serve's NGRAM engine does (its lookup
+    # costs the same whatever K); a K beyond it verifies nothing more. None: decided before drafting
 
 
-# ragged: request i verifies its own K_i + 1 tokens (the simulator; a ragged verify forward).
-# rectangular: every request verifies max_i K_i + 1 tokens, K_i only caps what it may accept (moe-serve's SGLang
-# integration where it narrows the verify: moe_sglang/draft_cut.py).
-# fixed: every request verifies the whole draft (max_k + 1) whatever K is chosen; K only caps acceptance.
+# ragged: request i verifies its own K_i + 1 tokens (moe-serve's SGLang engines, moe_sglang/ragged.py; the simulator).
+# rectangular: every request verifies max_i K_i + 1 tokens, K_i only caps what it may accept (a fixed-width verify
+# kernel; the engines' --verify-layout rectangular, for comparisons).
+# fixed: every request verifies the whole draft (max_k + 1) whatever K is chosen; K only caps acceptance (SGLang's own
+# layout).
 VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
 
 

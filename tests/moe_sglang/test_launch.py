@@ -112,3 +112,20 @@ def test_engine_threads_reach_the_server_environment():
     assert "OMP_NUM_THREADS" not in server_env(EngineConfig(device="cpu"), base={})
     with pytest.raises(ValueError, match="threads"):
         EngineConfig(threads=0)
+
+
+def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment():
+    from moe_sglang.settings import EngineSettings
+    from service.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["engine", "--default-policy", "cascade", "--verify-layout", "rectangular", "--budget-mode", "substitution"]
+    )
+    config = args._module.engine_config(args)
+    assert config.settings == EngineSettings(
+        default_policy="cascade", verify_layout="rectangular", budget_mode="substitution"
+    )
+    env = server_env(config, base={})
+    assert EngineSettings.from_env(env) == config.settings, "the scheduler process reads back what the CLI set"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["engine", "--verify-layout", "diagonal"])

@@ -1,0 +1,244 @@
+"""What speculation costs a request that does not use it, and what a ragged verify saves in a mixed batch.
+
+1. K = 0: the same prompts at batch 1 and 8 on an engine without speculation (`plain`), and with K = 0 for every
+   request (hint `max_k: 0`) on moe-serve's NGRAM and STANDALONE engines. A step where nobody speculates is a plain
+   decode there (moe_sglang/plain_decode.py), so the goal is TPOT <= 1.02x plain. Variants take turns round by round
+   (rotated order) and each round's ratio to plain is kept: the report gives the median and min-max of the ratios.
+   Beside wall-clock TPOT, each engine's CPU seconds per output token (its process tree's user + system time): it
+   stays meaningful when other jobs share the cores.
+2. Ragged vs rectangular: a batch of 8 requests with K = 0, 1, 2, 3 (twice) on engines whose only difference is the
+   verify layout (`ragged`: request i verifies min(K_i, D_i) + 1 tokens; `rectangular`: every request verifies the
+   batch's largest). Greedy and lossless, so both run the very same steps: the verify tokens counted by the engines
+   (moe_serve:verify_tokens_total) compare exactly; TPOT shows what the saving is worth.
+
+    python -m bench.spec_overhead [--model PATH] [--draft PATH] [--repeats 5] [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import statistics
+from pathlib import Path
+
+import httpx
+import psutil
+
+from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
+from bench._heldout import prompt_sets
+from bench._load import complete, run_batch, served_model
+from bench._models import resolve_model
+from bench.policies import as_token_ids
+from moe_sglang.launch import DEFAULT_DRAFT_MODEL, EngineConfig, SpeculationConfig
+from moe_sglang.metrics import VERIFY_TOKENS
+from moe_sglang.server import running_engine
+from moe_sglang.settings import EngineSettings
+
+MAX_K = 3  # drafts per request: NGRAM verifies up to 4 tokens, STANDALONE drafts 3 steps
+K0 = {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}}
+MIXED_KS = (0, 1, 2, 3, 0, 1, 2, 3)
+
+
+def speculation(algorithm: str, draft: Path) -> SpeculationConfig:
+    if algorithm == "ngram":
+        return SpeculationConfig("ngram", topk=1, num_draft_tokens=MAX_K + 1)
+    return SpeculationConfig("standalone", draft_model_path=str(draft), num_steps=MAX_K, topk=1, num_draft_tokens=4)
+
+
+def engine(model: Path, spec: SpeculationConfig, layout: str, threads: int) -> EngineConfig:
+    return EngineConfig(
+        model_path=str(model),
+        port=0,
+        max_running_requests=16,
+        speculation=spec,
+        threads=threads,
+        settings=EngineSettings(verify_layout=layout),
+        extra_args=("--enable-metrics",),
+    )
+
+
+def cpu_seconds(url: str) -> float:
+    """User + system CPU seconds of the server listening at `url` and all its children (scheduler, detokenizer)."""
+    port = int(url.rsplit(":", 1)[1])
+    pid = next(c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.status == "LISTEN")
+    total = 0.0
+    server = psutil.Process(pid)
+    for proc in [server, *server.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def flush(url: str) -> None:
+    httpx.post(f"{url}/flush_cache", timeout=60).raise_for_status()  # radix cache and NGRAM corpus
+
+
+def verify_tokens(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(VERIFY_TOKENS + "_total"))
+
+
+def timed_run(url: str, prompts: list, tokens: int, batch: int, extra: dict | None) -> dict:
+    flush(url)
+    cpu, counted = cpu_seconds(url), verify_tokens(url)
+    result = run_batch(url, served_model(url), prompts, tokens, batch, extra)
+    produced = result["requests"] * tokens
+    result["cpu_ms_per_token"] = (cpu_seconds(url) - cpu) / produced * 1e3
+    result["verify_tokens"] = verify_tokens(url) - counted
+    return result
+
+
+def k0_rows(urls: dict[str, str], prompts: list, tokens: int, batches, repeats: int) -> list[dict]:
+    """Rounds of plain / ngram-k0 / standalone-k0 in rotated order; one row per (variant, batch, round)."""
+    variants = {
+        "plain": (urls["plain"], None),
+        "ngram-k0": (urls["ngram"], K0),
+        "standalone-k0": (urls["standalone"], K0),
+    }
+    names, rows = list(variants), []
+    for batch in batches:
+        for round_ in range(repeats):
+            for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                url, extra = variants[name]
+                rows.append(
+                    {"variant": name, "batch": batch, "round": round_, **timed_run(url, prompts, tokens, batch, extra)}
+                )
+    return rows
+
+
+def ratio_summary(rows: list[dict], metrics=("tpot_ms", "cpu_ms_per_token")) -> list[dict]:
+    """Per (variant, batch, metric): the median and min-max over rounds of variant / plain of the same round."""
+    plain = {(r["batch"], r["round"]): r for r in rows if r["variant"] == "plain"}
+    out = []
+    for variant in dict.fromkeys(r["variant"] for r in rows if r["variant"] != "plain"):
+        for batch in dict.fromkeys(r["batch"] for r in rows):
+            mine = [r for r in rows if r["variant"] == variant and r["batch"] == batch]
+            for metric in metrics:
+                ratios = [r[metric] / plain[(batch, r["round"])][metric] for r in mine]
+                out.append(
+                    {
+                        "variant": variant,
+                        "batch": batch,
+                        "metric": metric,
+                        "median_ratio": statistics.median(ratios),
+                        "min_ratio": min(ratios),
+                        "max_ratio": max(ratios),
+                        "rounds": len(ratios),
+                    }
+                )
+    return out
+
+
+def layout_rows(urls: dict[str, str], prompts: list, tokens: int, repeats: int) -> list[dict]:
+    """The mixed-K batch on ragged and rectangular engines of each drafter, rounds alternating the order."""
+    rows = []
+    for algorithm in ("ngram", "standalone"):
+        order = ["ragged", "rectangular"]
+        for round_ in range(repeats):
+            for layout in order if round_ % 2 == 0 else order[::-1]:
+                url = urls[algorithm] if layout == "ragged" else urls[f"{algorithm}-rectangular"]
+                results = _mixed_batch(url, prompts, tokens)
+                rows.append({"drafter": algorithm, "layout": layout, "round": round_, **results})
+    return rows
+
+
+def _mixed_batch(url: str, prompts: list, tokens: int) -> dict:
+    flush(url)
+    counted, cpu = verify_tokens(url), cpu_seconds(url)
+    model = served_model(url)
+
+    def one(i):
+        extra = {"custom_params": {"moe_serve": {"policy": "static", "max_k": MIXED_KS[i]}}}
+        return complete(url, model, prompts[i], tokens, extra)
+
+    with concurrent.futures.ThreadPoolExecutor(len(MIXED_KS)) as pool:
+        runs = list(pool.map(one, range(len(MIXED_KS))))
+    tpots = [c.tpot_s for c in runs if c.tpot_s is not None]
+    return {
+        "verify_tokens": verify_tokens(url) - counted,
+        "tpot_ms": statistics.mean(tpots) * 1e3,
+        "cpu_ms_per_token": (cpu_seconds(url) - cpu) / (len(runs) * tokens) * 1e3,
+    }
+
+
+def layout_summary(rows: list[dict]) -> list[dict]:
+    out = []
+    for drafter in dict.fromkeys(r["drafter"] for r in rows):
+        rounds = {r["round"] for r in rows if r["drafter"] == drafter}
+        pairs = [
+            (
+                next(r for r in rows if (r["drafter"], r["layout"], r["round"]) == (drafter, "ragged", k)),
+                next(r for r in rows if (r["drafter"], r["layout"], r["round"]) == (drafter, "rectangular", k)),
+            )
+            for k in sorted(rounds)
+        ]
+        saved = [1 - a["verify_tokens"] / b["verify_tokens"] for a, b in pairs]
+        tpot = [a["tpot_ms"] / b["tpot_ms"] for a, b in pairs]
+        out.append(
+            {
+                "drafter": drafter,
+                "ragged_verify_tokens": statistics.median(a["verify_tokens"] for a, _ in pairs),
+                "rectangular_verify_tokens": statistics.median(b["verify_tokens"] for _, b in pairs),
+                "verify_tokens_saved": statistics.median(saved),
+                "tpot_ratio_median": statistics.median(tpot),
+                "tpot_ratio_min": min(tpot),
+                "tpot_ratio_max": max(tpot),
+            }
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
+    parser.add_argument("--draft", type=Path, default=DEFAULT_DRAFT_MODEL, help="STANDALONE draft model")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds per cell (ratios per round)")
+    parser.add_argument("--tokens", type=int, default=64, help="output tokens per request")
+    parser.add_argument("--quick", action="store_true", help="smoke run: batch 2, 2 rounds, short outputs")
+    add_engine_threads_argument(parser)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    folder = out_dir(args.out, "spec_overhead")
+    model = resolve_model(args.model)
+    tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
+    batches = (2,) if args.quick else (1, 8)
+    prompts = as_token_ids(prompt_sets(16, 160 if args.quick else 400), model, 96)["mixed"]
+    configs = {
+        "plain": EngineConfig(model_path=str(model), port=0, max_running_requests=16, threads=args.engine_threads),
+        "ngram": engine(model, speculation("ngram", args.draft), "ragged", args.engine_threads),
+        "standalone": engine(model, speculation("standalone", args.draft), "ragged", args.engine_threads),
+        "ngram-rectangular": engine(model, speculation("ngram", args.draft), "rectangular", args.engine_threads),
+        "standalone-rectangular": engine(
+            model, speculation("standalone", args.draft), "rectangular", args.engine_threads
+        ),
+    }
+    with contextlib.ExitStack() as stack:
+        urls = {
+            name: stack.enter_context(running_engine(config, log_path=folder / f"engine-{name}.log"))
+            for name, config in configs.items()
+        }
+        rows = k0_rows(urls, prompts, tokens, batches, repeats)
+        layouts = layout_rows(urls, prompts, tokens, repeats)
+    summary, saved = ratio_summary(rows), layout_summary(layouts)
+    print(table(summary, ["variant", "batch", "metric", "median_ratio", "min_ratio", "max_ratio", "rounds"]))
+    print(table(saved, list(saved[0])))
+    payload = {
+        "model": str(model),
+        "draft": str(args.draft),
+        "cpu": cpu_info(),
+        "engine_threads": args.engine_threads,
+        "tokens": tokens,
+        "batches": list(batches),
+        "k0_rows": rows,
+        "k0_summary": summary,
+        "layout_rows": layouts,
+        "layout_summary": saved,
+    }
+    print(f"wrote {write_json(folder, 'spec_overhead', payload)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
