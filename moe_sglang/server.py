@@ -67,24 +67,40 @@ def _log_tail(log_path: Path | None, lines: int = 40) -> str:
     return "\n--- server log (tail) ---\n" + "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
+PORT_TAKEN = "address already in use"
+PORT_TRIES = 3  # a free port picked for the server can be taken before SGLang binds it, tens of seconds later
+
+
 @contextlib.contextmanager
 def running_engine(config: EngineConfig, log_path: Path | None = None, timeout: float = 300) -> Iterator[str]:
-    """Run the server until the block exits; yields its base URL. A port of 0 picks a free one.
-    The server's output goes to `log_path`, or to this process's stdout/stderr when None."""
-    if config.port == 0:
-        config = replace(config, port=free_port())
+    """Run the server until the block exits; yields its base URL. A port of 0 picks a free one, and another one when
+    the server's log says it was taken meanwhile. The server's output goes to `log_path`, or to this process's
+    stdout/stderr when None."""
+    for attempt in range(1, PORT_TRIES + 1):
+        chosen = replace(config, port=free_port()) if config.port == 0 else config
+        proc, log = _start(chosen, log_path)
+        url = f"http://{chosen.host}:{chosen.port}"
+        try:
+            try:
+                wait_healthy(url, proc, timeout, log_path)
+            except EngineStartError as err:
+                if config.port == 0 and PORT_TAKEN in str(err).lower() and attempt < PORT_TRIES:
+                    continue  # the finally below stops this attempt's processes
+                raise
+            check_cpu_backend(url, chosen, log_path)
+            yield url
+            return
+        finally:
+            _stop(proc)
+            if log is not None:
+                log.close()
+
+
+def _start(config: EngineConfig, log_path: Path | None) -> tuple[subprocess.Popen, object]:
     argv, env = server_command(config)
-    log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed below
+    log = open(log_path, "w") if log_path else None  # noqa: SIM115 - closed by running_engine
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://{config.host}:{config.port}"
-    try:
-        wait_healthy(url, proc, timeout, log_path)
-        check_cpu_backend(url, config, log_path)
-        yield url
-    finally:
-        _stop(proc)
-        if log_path:
-            log.close()
+    return proc, log
 
 
 def _stop(proc: subprocess.Popen, grace: float = 20) -> None:
