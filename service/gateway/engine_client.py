@@ -25,13 +25,14 @@ import anyio
 import httpx
 
 from service.gateway.config import EngineConfig
+from service.gateway.overload import OverloadConfig, has_room
 from service.gateway.replicas import Replica, ReplicaStats, pick_replica
 
 logger = logging.getLogger(__name__)
 
 
 class EngineUnavailable(Exception):
-    """No replica could take the request (all down or all at max_outstanding): the gateway answers 503."""
+    """No replica could take the request (all down or all at their outstanding bound): the gateway answers 503."""
 
 
 class EngineRejected(Exception):
@@ -64,10 +65,17 @@ def _error_status(payload: dict) -> int:
 
 
 class EngineClient:
-    def __init__(self, config: EngineConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        overload: OverloadConfig | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         if not config.urls:
             raise ValueError("engine: at least one replica URL is required")
         self.config = config
+        self.overload = overload or OverloadConfig()
         self.replicas = [Replica(url.rstrip("/")) for url in config.urls]
         self._transport = transport
         self._client: httpx.AsyncClient | None = None  # made on first use, inside the serving event loop
@@ -113,7 +121,12 @@ class EngineClient:
             health = await self._http.get(f"{replica.url}/health", timeout=self.config.health_timeout_s)
             replica.healthy = health.status_code == 200
             replica.slow_probes = 0
-            if replica.healthy and not self.models:
+            if not replica.healthy:
+                replica.engine_max_running = replica.engine_kv_tokens = None  # a restarted engine may differ
+                return
+            if replica.engine_max_running is None:
+                await self._read_capacity(replica)
+            if not self.models:
                 listed = await self._http.get(f"{replica.url}/v1/models", timeout=self.config.connect_timeout_s)
                 if listed.status_code == 200:
                     self.models = tuple(m["id"] for m in listed.json().get("data", []) if "id" in m)
@@ -124,6 +137,21 @@ class EngineClient:
             replica.healthy = replica.slow_probes < self.config.slow_probes_before_unhealthy
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             replica.healthy = False
+            replica.engine_max_running = replica.engine_kv_tokens = None
+
+    async def _read_capacity(self, replica: Replica) -> None:
+        """What the engine runs at once and its KV size, from SGLang's /server_info (overload.py's defaults).
+        An engine without it (another OpenAI server) keeps None: the configured fallback bound applies."""
+        info = await self._http.get(f"{replica.url}/server_info", timeout=self.config.health_timeout_s)
+        if info.status_code != 200:
+            return
+        payload = info.json()
+        states = payload.get("internal_states") or [{}]
+        running = states[0].get("max_running_requests") if isinstance(states[0], dict) else None
+        running = running or payload.get("max_running_requests")
+        kv = payload.get("max_total_num_tokens")
+        replica.engine_max_running = running if isinstance(running, int) and running > 0 else None
+        replica.engine_kv_tokens = kv if isinstance(kv, int) and kv > 0 else None
 
     def stats(self) -> list[ReplicaStats]:
         return [ReplicaStats(r.url, r.outstanding, r.healthy, r.served, r.failures) for r in self.replicas]
@@ -133,8 +161,8 @@ class EngineClient:
         return any(r.healthy and r.down_until <= now for r in self.replicas)
 
     # ---- requests --------------------------------------------------------------------------------------------
-    def _pick(self, tried: set[str]) -> Replica:
-        replica = pick_replica(self.replicas, tried, self.config.max_outstanding, time.monotonic())
+    def _pick(self, tried: set[str], cost: int) -> Replica:
+        replica = pick_replica(self.replicas, tried, lambda r: has_room(r, self.overload, cost), time.monotonic())
         if replica is None:
             if tried:
                 raise EngineUnavailable("every engine replica failed this request")
@@ -148,15 +176,26 @@ class EngineClient:
         replica.failures += 1
         replica.down_until = time.monotonic() + self.config.failure_cooldown_s
 
-    async def submit(self, path: str, body: dict) -> dict:
-        """One non-streaming call; retried on another replica while no answer came back."""
+    def _take(self, tried: set[str], cost: int, rid: str) -> Replica:
+        replica = self._pick(tried, cost)
+        tried.add(replica.url)
+        replica.outstanding += 1
+        replica.outstanding_tokens += cost
+        replica.served += 1
+        self._inflight[rid] = replica
+        return replica
+
+    def _give_back(self, replica: Replica, cost: int, rid: str) -> None:
+        replica.outstanding -= 1
+        replica.outstanding_tokens -= cost
+        self._inflight.pop(rid, None)
+
+    async def submit(self, path: str, body: dict, cost: int = 0) -> dict:
+        """One non-streaming call; retried on another replica while no answer came back. `cost`: tokens it may use."""
         tried: set[str] = set()
+        rid = body.get("rid", "")
         while True:
-            replica = self._pick(tried)
-            tried.add(replica.url)
-            replica.outstanding += 1
-            replica.served += 1
-            self._inflight[body.get("rid", "")] = replica
+            replica = self._take(tried, cost, rid)
             try:
                 response = await self._http.post(f"{replica.url}{path}", json=body)
                 payload = response.json()
@@ -168,10 +207,9 @@ class EngineClient:
             except (httpx.TransportError, ValueError, _ReplicaFailed) as exc:
                 self._fail(replica, repr(exc))
             finally:
-                replica.outstanding -= 1
-                self._inflight.pop(body.get("rid", ""), None)
+                self._give_back(replica, cost, rid)
 
-    async def stream(self, path: str, body: dict) -> AsyncIterator[dict]:
+    async def stream(self, path: str, body: dict, cost: int = 0) -> AsyncIterator[dict]:
         """SSE events (parsed JSON) of one streaming call, up to but not including `[DONE]`.
 
         Closing this iterator early (the client went away) closes the engine connection and sends `/abort_request`.
@@ -179,11 +217,7 @@ class EngineClient:
         rid = body.get("rid", "")
         tried: set[str] = set()
         while True:
-            replica = self._pick(tried)
-            tried.add(replica.url)
-            replica.outstanding += 1
-            replica.served += 1
-            self._inflight[rid] = replica
+            replica = self._take(tried, cost, rid)
             sent_any = False
             finished = False
             try:
@@ -224,8 +258,7 @@ class EngineClient:
                 self._fail(replica, repr(exc))
                 finished = True
             finally:
-                replica.outstanding -= 1
-                self._inflight.pop(rid, None)
+                self._give_back(replica, cost, rid)
                 if not finished and rid:
                     # Cancelled or closed early: tell the engine, even inside a cancelled scope.
                     with anyio.CancelScope(shield=True):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import logging
 import time
-import uuid
 
 import anyio
 from fastapi.responses import JSONResponse, Response
@@ -17,6 +17,7 @@ from service.gateway.sse import AbortOnDisconnectResponse, sse
 from service.gateway.state import GatewayState
 
 CONTEXT_MARKERS = ("context length", "maximum context length")
+logger = logging.getLogger(__name__)
 
 
 def engine_error(exc: EngineRejected | EngineUnavailable) -> GatewayError:
@@ -39,9 +40,11 @@ class Relay:
         self.tenant = ticket.tenant.name
         self.endpoint = endpoint
         self.body = body
-        self.rid = f"moe-{uuid.uuid4().hex}"
+        self.rid = ticket.rid
         self.started = time.perf_counter()
         self.usage: dict | None = None
+        self._events = None  # the engine stream, once opened
+        self._finished = False
 
     def _engine_body(self) -> dict:
         return engine_body(
@@ -55,7 +58,16 @@ class Relay:
         return {**self.ticket.headers, "x-request-id": self.rid}
 
     async def _settle(self, status: int) -> None:
-        """Charge real usage instead of the estimate; refund fully when the engine produced nothing."""
+        """Free the request's room in flight; charge real usage instead of the estimate, refund fully when the engine
+        produced nothing. Never raises: the answer is already decided, and a limits store that is down must not
+        turn it into a broken response (the store queues what it could not apply, limits_outage.py)."""
+        self.state.in_flight.release(self.ticket.lease)
+        try:
+            await self._charge(status)
+        except Exception:
+            logger.exception("settling request %s failed", self.rid)
+
+    async def _charge(self, status: int) -> None:
         metrics = self.state.metrics
         metrics.requests.labels(self.tenant, self.endpoint, str(status)).inc()
         metrics.e2e.labels(self.tenant).observe(time.perf_counter() - self.started)
@@ -67,20 +79,21 @@ class Relay:
             used = int(self.usage.get("prompt_tokens") or 0) + int(self.usage.get("completion_tokens") or 0)
         tenant = self.ticket.tenant
         await self.state.limiter.adjust(
-            tenant.name, tenant.rpm, tenant.tpm, used - self.ticket.charged_tokens, self.state.now_ms()
+            tenant.name, tenant.rpm, tenant.tpm, used - self.ticket.charged_tokens, self.state.now_ms(), self.rid
         )
 
     async def complete(self) -> Response:
         metrics = self.state.metrics
         metrics.in_flight.labels(self.tenant).inc()
         try:
-            payload = await self.state.engine.submit(self.endpoint, self._engine_body())
+            payload = await self.state.engine.submit(self.endpoint, self._engine_body(), self.ticket.charged_tokens)
         except (EngineRejected, EngineUnavailable) as exc:
             error = engine_error(exc)
             await self._settle(error.status)
             raise error from exc
         finally:
             metrics.in_flight.labels(self.tenant).dec()
+            self.state.in_flight.release(self.ticket.lease)  # also when the client left (cancelled) while waiting
         self.usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
         metrics.observe_spec(self.tenant, payload.pop("sglext", None))
         metrics.ttft.labels(self.tenant).observe(time.perf_counter() - self.started)
@@ -90,7 +103,7 @@ class Relay:
     async def stream(self) -> Response:
         """Wait for the first engine event before answering, so failures before any token get a real status code."""
         metrics = self.state.metrics
-        events = self.state.engine.stream(self.endpoint, self._engine_body())
+        events = self.state.engine.stream(self.endpoint, self._engine_body(), self.ticket.charged_tokens)
         metrics.in_flight.labels(self.tenant).inc()
         try:
             first = await anext(events, None)
@@ -101,12 +114,30 @@ class Relay:
             raise error from exc
         except BaseException:
             metrics.in_flight.labels(self.tenant).dec()
+            self.state.in_flight.release(self.ticket.lease)
             with anyio.CancelScope(shield=True):
                 await events.aclose()
             raise
+        self._events = events
         return AbortOnDisconnectResponse(
-            self._relay(first, events), media_type="text/event-stream", headers=self._headers()
+            self._relay(first, events),
+            media_type="text/event-stream",
+            headers=self._headers(),
+            on_close=lambda: self._finish(done=False),
         )
+
+    async def _finish(self, done: bool) -> None:
+        """Once per stream, whichever comes first: the relay's end or the response closing (a client that left
+        before the relay started never runs the relay's own cleanup)."""
+        if self._finished:
+            return
+        self._finished = True
+        with anyio.CancelScope(shield=True):
+            if not done:
+                self.state.metrics.client_aborts.labels(self.tenant).inc()
+            await self._events.aclose()  # a stream closed early aborts the engine request (engine_client.stream)
+            self.state.metrics.in_flight.labels(self.tenant).dec()
+            await self._settle(200 if done else 499)
 
     async def _relay(self, first: dict | None, events):
         metrics = self.state.metrics
@@ -142,9 +173,4 @@ class Relay:
             yield sse("[DONE]")
             done = True
         finally:
-            with anyio.CancelScope(shield=True):
-                if not done:
-                    metrics.client_aborts.labels(self.tenant).inc()
-                await events.aclose()  # a stream closed early aborts the engine request (engine_client.stream)
-                metrics.in_flight.labels(self.tenant).dec()
-                await self._settle(200 if done else 499)
+            await self._finish(done)

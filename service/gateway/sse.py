@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
 
 import anyio
 from starlette.responses import StreamingResponse
@@ -17,6 +18,10 @@ def sse(payload: dict | str) -> bytes:
 
 
 class AbortOnDisconnectResponse(StreamingResponse):
+    def __init__(self, *args, on_close: Callable[[], Awaitable[None]] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_close = on_close  # runs once the response is over, however it ended
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             async with anyio.create_task_group() as group:
@@ -35,3 +40,5 @@ class AbortOnDisconnectResponse(StreamingResponse):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.body_iterator.aclose()
+                if self.on_close is not None:
+                    await self.on_close()

@@ -39,10 +39,13 @@ class Tenant:
     slo: SloClass = field(default_factory=lambda: SloClass("standard", 1000.0, 100.0))
     policy: str = "auto"  # speculation policy name the engine plugin applies ("auto" = engine's choice)
     allow_lossy_budget: bool = False  # whether the engine may cap experts per verify step (lossy MoE-Spec budget)
+    max_in_flight: int | None = None  # requests outstanding at once; None: the gateway's default (overload.py)
+    max_in_flight_tokens: int | None = None  # tokens (admission estimate) outstanding at once; None: the default
 
 
 _SLO_FIELDS = {"name", "ttft_ms", "tpot_ms"}
 _TENANT_FIELDS = {"name", "key_sha256", "rpm", "tpm", "priority", "slo", "policy", "allow_lossy_budget"}
+_TENANT_FIELDS |= {"max_in_flight", "max_in_flight_tokens"}
 
 
 def tenant_from_dict(raw: Any) -> Tenant:
@@ -80,7 +83,13 @@ def tenant_from_dict(raw: Any) -> Tenant:
     lossy = raw.get("allow_lossy_budget", False)
     if not isinstance(lossy, bool):
         raise ValueError(f"tenant {name!r}: 'allow_lossy_budget' must be true or false")
-    return Tenant(name, tuple(hashes), raw["rpm"], raw["tpm"], priority, slo, policy, lossy)
+    bounds = {}
+    for bound in ("max_in_flight", "max_in_flight_tokens"):
+        value = raw.get(bound)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise ValueError(f"tenant {name!r}: {bound!r} must be a positive integer or absent")
+        bounds[bound] = value
+    return Tenant(name, tuple(hashes), raw["rpm"], raw["tpm"], priority, slo, policy, lossy, **bounds)
 
 
 def tenant_to_dict(tenant: Tenant) -> dict[str, Any]:
@@ -94,6 +103,8 @@ def tenant_to_dict(tenant: Tenant) -> dict[str, Any]:
         "slo": {"name": tenant.slo.name, "ttft_ms": tenant.slo.ttft_ms, "tpot_ms": tenant.slo.tpot_ms},
         "policy": tenant.policy,
         "allow_lossy_budget": tenant.allow_lossy_budget,
+        "max_in_flight": tenant.max_in_flight,
+        "max_in_flight_tokens": tenant.max_in_flight_tokens,
     }
 
 
@@ -113,6 +124,7 @@ class TenantRegistry:
     def __init__(self, tenants: tuple[Tenant, ...] = ()) -> None:
         self._by_name: dict[str, Tenant] = {}
         self._by_hash: dict[str, str] = {}
+        self.priorities: tuple[int, ...] = ()  # distinct tenant priorities, highest first (overload.py's classes)
         for tenant in tenants:
             self.put(tenant, replace=False)
 
@@ -128,6 +140,7 @@ class TenantRegistry:
         self._by_name[tenant.name] = tenant
         for digest in tenant.key_hashes:
             self._by_hash[digest] = tenant.name
+        self._rank()
 
     def remove(self, name: str) -> bool:
         tenant = self._by_name.pop(name, None)
@@ -135,7 +148,11 @@ class TenantRegistry:
             return False
         for digest in tenant.key_hashes:
             self._by_hash.pop(digest, None)
+        self._rank()
         return True
+
+    def _rank(self) -> None:
+        self.priorities = tuple(sorted({t.priority for t in self._by_name.values()}, reverse=True))
 
     def get(self, name: str) -> Tenant | None:
         return self._by_name.get(name)

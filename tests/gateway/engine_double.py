@@ -10,6 +10,7 @@ Output: token i of a reply is the string `" t{i}"`; a prompt is counted as one t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -34,6 +35,8 @@ class Script:
     stream_error: str | None = None  # streaming: answer 200 then one error event with this message (SGLang does this
     # for errors raised after the stream opened)
     die_after_tokens: int | None = None  # streaming: drop the connection after this many tokens
+    max_running: int | None = None  # requests generated at once (the rest wait, as in SGLang); None: unbounded
+    kv_tokens: int | None = None  # KV-cache size reported at /server_info (max_total_num_tokens)
 
 
 @dataclass
@@ -87,6 +90,27 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
     async def models():
         return {"object": "list", "data": [{"id": script.model, "object": "model", "owned_by": "sglang"}]}
 
+    @app.get("/server_info")
+    async def server_info():
+        # The two fields of SGLang's /server_info the gateway reads (overload.py); SGLang nests max_running_requests
+        # in internal_states (per data-parallel rank).
+        return {
+            "max_total_num_tokens": script.kv_tokens,
+            "internal_states": [{"max_running_requests": script.max_running}],
+        }
+
+    running = {"slots": None}  # the semaphore of max_running, made inside the serving loop
+
+    @contextlib.asynccontextmanager
+    async def slot():
+        if script.max_running is None:
+            yield
+            return
+        if running["slots"] is None:
+            running["slots"] = asyncio.Semaphore(script.max_running)
+        async with running["slots"]:
+            yield
+
     @app.get("/get_model_info")
     async def model_info():
         return {"model_path": script.model, "is_generation": True}
@@ -121,7 +145,8 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
             else {}
         )
         if not body.get("stream"):
-            await asyncio.sleep(script.first_token_delay_s + script.token_delay_s * n_tokens)
+            async with slot():
+                await asyncio.sleep(script.first_token_delay_s + script.token_delay_s * n_tokens)
             text = "".join(f" t{i}" for i in range(n_tokens))
             choice = {"index": 0, "finish_reason": "length", "logprobs": None}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
@@ -136,6 +161,11 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
             } | sglext
 
         async def events():
+            async with slot():
+                async for event in generated():
+                    yield event
+
+        async def generated():
             finished = False
             try:
                 await asyncio.sleep(script.first_token_delay_s)
