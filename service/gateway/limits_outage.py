@@ -42,7 +42,8 @@ class OutageConfig:
     mode: str = "open"  # "open": in-process limits for a bounded time; "closed": 503 while the store is down
     fail_open_s: float = 30.0  # seconds per outage the in-process limits stand in (mode "open"); then 503
     local_share: float = 1.0  # fraction of each tenant's RPM/TPM one gateway admits alone (1/N for N gateways)
-    timeout_s: float = 0.25  # seconds a store call may take before it counts as an outage
+    timeout_s: float = 1.0  # seconds a store call may take before it counts as an outage (a busy event loop
+    # delays replies too: too short a bound turns load into false outages and fail-open admissions)
     retry_s: float = 1.0  # seconds between tries of a store that is down
     max_pending: int = 100_000  # settlements queued for a store that is down; the oldest are dropped beyond
 
@@ -111,7 +112,7 @@ class ResilientLimiter:
         """The store call's result, or raise after marking the store down (any error or a timeout)."""
         try:
             result = await asyncio.wait_for(call, self.config.timeout_s)
-        except (OSError, TimeoutError, asyncio.TimeoutError, Exception) as exc:
+        except Exception as exc:  # redis errors, OSError, TimeoutError: all mean "not now"
             self._went_down(exc)
             raise
         self._came_back()

@@ -38,11 +38,7 @@ def pick_replica(
 
     Returns None when no replica qualifies (the caller answers 503).
     """
-    candidates = [
-        r
-        for r in replicas
-        if r.healthy and r.down_until <= now and r.url not in exclude and has_room(r)
-    ]
+    candidates = [r for r in replicas if r.healthy and r.down_until <= now and r.url not in exclude and has_room(r)]
     if not candidates:
         return None
     return min(candidates, key=lambda r: (r.outstanding, r.served))

@@ -86,8 +86,12 @@ async def open_streams(url: str, key: str, count: int, client: httpx.AsyncClient
     """Start `count` streams; each returns its status once its headers came (200 streams stay open)."""
     headers = {"Authorization": f"Bearer {key}"}
     responses = await asyncio.gather(
-        *(client.send(client.build_request("POST", url + "/v1/completions", json=STREAM, headers=headers),
-                      stream=True) for _ in range(count))  # fmt: skip
+        *(
+            client.send(
+                client.build_request("POST", url + "/v1/completions", json=STREAM, headers=headers), stream=True
+            )
+            for _ in range(count)
+        )  # fmt: skip
     )
     return responses
 
