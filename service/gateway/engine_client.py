@@ -119,6 +119,10 @@ class EngineClient:
     async def _probe(self, replica: Replica) -> None:
         try:
             health = await self._http.get(f"{replica.url}/health", timeout=self.config.health_timeout_s)
+            if health.status_code == 200 and not replica.healthy:
+                # Back from down (restarted: SGLang answers 503 until it has started): a failure before is explained
+                # by the outage, so it serves again now rather than after its cooldown.
+                replica.down_until = 0.0
             replica.healthy = health.status_code == 200
             replica.slow_probes = 0
             if not replica.healthy:

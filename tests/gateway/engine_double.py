@@ -237,8 +237,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-delay", type=float, default=0.0, help="seconds between streamed tokens")
     parser.add_argument("--model", default="tiny-moe")
+    parser.add_argument("--first-token-delay", type=float, default=0.0, help="seconds before the first token")
+    parser.add_argument("--max-running", type=int, default=None, help="requests generated at once (the rest wait)")
+    parser.add_argument("--kv-tokens", type=int, default=None, help="KV size reported at /server_info")
     args = parser.parse_args(argv)
-    script = Script(model=args.model, token_delay_s=args.token_delay, context_len=1 << 30)
+    script = Script(model=args.model, token_delay_s=args.token_delay, context_len=1 << 30,
+                    first_token_delay_s=args.first_token_delay, max_running=args.max_running,
+                    kv_tokens=args.kv_tokens)  # fmt: skip
     uvicorn.run(create_engine_double(script), host="127.0.0.1", port=args.port, log_level="warning")
 
 
