@@ -147,7 +147,7 @@ async def replay_outcomes(
     t0: float,
 ) -> list[Outcome]:  # fmt: skip
     """Send body i at t0 + arrivals[i] (perf_counter seconds) to `url`; every request's Outcome, in order."""
-    connector = aiohttp.TCPConnector(limit=0)
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)  # closes idle connections before the gateway
     async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
         tasks = []
         for i, (body, due) in enumerate(zip(bodies, arrivals, strict=True)):

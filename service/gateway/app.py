@@ -7,10 +7,11 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 import httpx
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from service.gateway.body_limit import BodyLimit
 from service.gateway.config import GatewayConfig
+from service.gateway.deps import require_any_key
 from service.gateway.engine_client import EngineClient
 from service.gateway.errors import install_error_handlers
 from service.gateway.limits import InProcessLimiter, RateLimiter
@@ -66,10 +67,20 @@ def create_app(
         version="0.1.0",
         description="OpenAI-compatible multi-tenant front for SGLang engines (issue 5).",
         lifespan=lifespan,
+        # Only /health, /ready and /metrics answer without a key: no public docs pages; the API description is
+        # served to key holders below.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_any_key)])
+    async def openapi() -> dict:
+        return app.openapi()
+
     app.state.gateway = state
     install_error_handlers(app)
     for module in (completions, chat, models, health, admin):
         app.include_router(module.router)
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, edges=config.edges)
     return app

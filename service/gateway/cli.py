@@ -85,10 +85,9 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> GatewayCon
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from service.gateway.app import create_app
+    from service.gateway.server import run as serve
 
     config = build_config(args, os.environ)
-    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level=args.log_level)
+    serve(create_app(config), args.host, args.port, config.edges, args.log_level)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from service.gateway.body_limit import EdgeConfig
 from service.gateway.limits_outage import OutageConfig
 from service.gateway.overload import OverloadConfig
 from service.gateway.tenants import Tenant
@@ -41,3 +42,4 @@ class GatewayConfig:
     max_body_bytes: int = 4 * 1024 * 1024  # bytes; a larger request body gets 413
     default_max_tokens: int = 256  # tokens charged against TPM when a request names no max_tokens
     overload: OverloadConfig = field(default_factory=OverloadConfig)  # outstanding-work bounds (overload.py)
+    edges: EdgeConfig = field(default_factory=EdgeConfig)  # time and size bounds on what clients send (body_limit.py)

@@ -42,3 +42,11 @@ def require_admin(credentials: Credentials, state: StateDep) -> None:
 
 
 TenantDep = Annotated[Tenant, Depends(require_tenant)]
+
+
+def require_any_key(credentials: Credentials, state: StateDep) -> None:
+    """A tenant's key or the admin key (the API description is not public: it lists the admin API)."""
+    key = credentials.credentials if credentials is not None else ""
+    admin = state.config.admin_key_hash
+    if not key or (state.tenants.authenticate(key) is None and not (admin and admin_key_matches(key, admin))):
+        raise GatewayError(401, "Missing or incorrect API key.", code="invalid_api_key")

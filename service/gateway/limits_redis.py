@@ -78,7 +78,8 @@ class RedisLimiter:
     `{prefix}:{tenant}:op:{rid}` (all hash-tagged by tenant for Redis Cluster).
 
     Calls raise redis/OS errors as they come: outage handling is limits_outage.py's. `timeout_s` bounds each call's
-    socket waits, and the client never retries on its own (a retry is the outage layer's decision)."""
+    socket waits. The client retries once, at once: after a Redis restart every pooled connection is stale and fails
+    on first use, and a retry on a fresh one is safe because every call is idempotent by rid."""
 
     def __init__(self, redis_url: str, key_prefix: str, *, client: Any = None, timeout_s: float | None = None) -> None:
         import redis.asyncio as redis_asyncio  # only a Redis deployment pays for the import
@@ -87,7 +88,7 @@ class RedisLimiter:
 
         if client is None:
             client = redis_asyncio.from_url(
-                redis_url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0)
+                redis_url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 1)
             )
         self._redis = client
         self._prefix = key_prefix

@@ -44,6 +44,7 @@ class Record:
     """What the double saw."""
 
     requests: list[dict] = field(default_factory=list)  # bodies of generation requests, in arrival order
+    headers: list[dict] = field(default_factory=list)  # their HTTP headers, same order
     aborts: list[str] = field(default_factory=list)  # rids sent to /abort_request
     disconnects: list[str] = field(default_factory=list)  # rids whose stream the caller closed before the end
     completed: list[str] = field(default_factory=list)  # rids streamed or answered to the end
@@ -123,6 +124,7 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
     async def generate(request: Request, chat: bool):
         body = await request.json()
         record.requests.append(body)
+        record.headers.append(dict(request.headers))
         rid = body.get("rid") or f"double-{len(record.requests)}"
         if script.fail_status is not None:
             return JSONResponse(
