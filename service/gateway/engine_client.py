@@ -27,6 +27,7 @@ import httpx
 from service.gateway.config import EngineConfig
 from service.gateway.overload import OverloadConfig, has_room
 from service.gateway.replicas import Replica, ReplicaStats, pick_replica
+from service.gateway.sse import EngineEvent, sse_payloads
 
 logger = logging.getLogger(__name__)
 
@@ -213,8 +214,8 @@ class EngineClient:
             finally:
                 self._give_back(replica, cost, rid)
 
-    async def stream(self, path: str, body: dict, cost: int = 0) -> AsyncIterator[dict]:
-        """SSE events (parsed JSON) of one streaming call, up to but not including `[DONE]`.
+    async def stream(self, path: str, body: dict, cost: int = 0) -> AsyncIterator[EngineEvent]:
+        """SSE events of one streaming call (parsed when looked into), up to but not including `[DONE]`.
 
         Closing this iterator early (the client went away) closes the engine connection and sends `/abort_request`.
         """
@@ -235,19 +236,19 @@ class EngineClient:
                         if response.status_code >= 500:
                             raise _ReplicaFailed(f"HTTP {response.status_code}: {message}")
                         raise EngineRejected(response.status_code, message)
-                    async for event in _sse_events(response):
+                    async for event in sse_payloads(response.aiter_bytes()):
                         if event is None:
                             finished = True
                             return
-                        if "error" in event or event.get("object") == "error":
-                            status = _error_status(event)
+                        if event.is_error():
+                            status = _error_status(event.data)
                             if sent_any:
                                 finished = True  # the engine ended this request itself
                                 yield event
                                 return
                             if status >= 500:
-                                raise _ReplicaFailed(f"error event: {_error_message(event, 'engine error')}")
-                            raise EngineRejected(status, _error_message(event, "engine rejected the request"))
+                                raise _ReplicaFailed(f"error event: {_error_message(event.data, 'engine error')}")
+                            raise EngineRejected(status, _error_message(event.data, "engine rejected the request"))
                         sent_any = True
                         yield event
                     finished = True
@@ -283,20 +284,3 @@ class EngineClient:
             )
         except httpx.HTTPError as exc:
             logger.warning("abort of %s on %s failed: %r", rid, replica.url, exc)
-
-
-async def _sse_events(response: httpx.Response) -> AsyncIterator[dict | None]:
-    """`data:` payloads of an SSE stream as dicts; None for `[DONE]`. Non-JSON payloads are skipped."""
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            yield None
-            return
-        try:
-            event = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            yield event

@@ -13,7 +13,7 @@ from service.gateway.engine_client import EngineRejected, EngineUnavailable
 from service.gateway.errors import GatewayError, error_body
 from service.gateway.hints import engine_body
 from service.gateway.schemas import ChatCompletionRequest, CompletionRequest
-from service.gateway.sse import AbortOnDisconnectResponse, sse
+from service.gateway.sse import AbortOnDisconnectResponse, EngineEvent, sse
 from service.gateway.state import GatewayState
 
 CONTEXT_MARKERS = ("context length", "maximum context length")
@@ -139,32 +139,47 @@ class Relay:
             self.state.metrics.in_flight.labels(self.tenant).dec()
             await self._settle(200 if done else 499)
 
-    async def _relay(self, first: dict | None, events):
+    async def _relay(self, first: EngineEvent | None, events):
+        """Token chunks go out as the engine wrote them (EngineEvent.plain); only chunks with an error, speculation
+        stats or usage are parsed and rewritten. The per-token path is a byte scan, a clock read and one histogram."""
         metrics = self.state.metrics
         wants_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
+        itl = metrics.itl.labels(self.tenant)
         last_token_at: float | None = None
         done = False
         try:
             event = first
             while event is not None:
-                if "error" in event or event.get("object") == "error":
-                    yield sse(event)  # the engine failed after tokens were sent; the client sees its error
+                if event.plain:
+                    if event.has_choices:
+                        now = time.perf_counter()
+                        if last_token_at is None:
+                            metrics.ttft.labels(self.tenant).observe(now - self.started)
+                        else:
+                            itl.observe(now - last_token_at)
+                        last_token_at = now
+                        yield event.frame()
+                    event = await anext(events, None)
+                    continue
+                if event.is_error():
+                    yield event.frame()  # the engine failed after tokens were sent; the client sees its error
                     break
-                metrics.observe_spec(self.tenant, event.pop("sglext", None))
-                if isinstance(event.get("usage"), dict):
-                    self.usage = event["usage"]
+                data = event.data
+                metrics.observe_spec(self.tenant, data.pop("sglext", None))
+                if isinstance(data.get("usage"), dict):
+                    self.usage = data["usage"]
                 if not wants_usage:
-                    event.pop("usage", None)
-                if event.get("choices"):
+                    data.pop("usage", None)
+                if data.get("choices"):
                     now = time.perf_counter()
                     if last_token_at is None:
                         metrics.ttft.labels(self.tenant).observe(now - self.started)
                     else:
-                        metrics.itl.labels(self.tenant).observe(now - last_token_at)
+                        itl.observe(now - last_token_at)
                     last_token_at = now
-                    yield sse(event)
-                elif wants_usage and "usage" in event:
-                    yield sse(event)
+                    yield sse(data)
+                elif wants_usage and "usage" in data:
+                    yield sse(data)
                 event = await anext(events, None)
             yield sse("[DONE]")
             done = True
