@@ -238,8 +238,8 @@ class EngineClient:
                         raise EngineRejected(response.status_code, message)
                     async for event in sse_payloads(response.aiter_bytes()):
                         if event is None:
-                            finished = True
-                            return
+                            finished = True  # what follows [DONE] is drained, and the connection kept
+                            continue
                         if event.is_error():
                             status = _error_status(event.data)
                             if sent_any:

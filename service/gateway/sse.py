@@ -64,6 +64,8 @@ async def sse_payloads(chunks: AsyncIterator[bytes]) -> AsyncIterator[EngineEven
             payload = line[5:].strip()
             if payload == b"[DONE]":
                 yield None
+                async for _ in chunks:  # read to the end of the body, so the connection can be reused
+                    pass
                 return
             if payload.startswith(b"{"):
                 yield EngineEvent(payload)
