@@ -23,7 +23,6 @@ import asyncio
 import os
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 

@@ -9,6 +9,7 @@ import argparse
 import os
 from collections.abc import Mapping
 
+from service.gateway.body_limit import EdgeConfig
 from service.gateway.config import EngineConfig, GatewayConfig, LimitsConfig
 from service.gateway.limits_outage import MODES, OutageConfig
 from service.gateway.overload import OverloadConfig
@@ -38,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     outage.add_argument("--local-share", type=float, default=1.0, help="share of each tenant's limits one gateway "
                         "admits alone during an outage (1/N with N gateways)")  # fmt: skip
     outage.add_argument("--redis-timeout", type=float, default=1.0, help="seconds before a Redis call counts as down")
+    edges = parser.add_argument_group("client input bounds (body_limit.py, server.py)")
+    edges.add_argument("--body-timeout", type=float, default=30.0, help="seconds to receive a request body (408)")
+    edges.add_argument("--header-timeout", type=float, default=10.0, help="seconds to receive request headers (408)")
+    edges.add_argument("--max-json-depth", type=int, default=64, help="nesting levels of a JSON body (400)")
     bounds = parser.add_argument_group("overload admission (overload.py)")
     bounds.add_argument("--queue-factor", type=float, default=2.0, help="outstanding work per replica, in multiples of "
                         "the engine's max_running_requests / KV tokens")  # fmt: skip
@@ -69,6 +74,9 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> GatewayCon
                 local_share=args.local_share,
                 timeout_s=args.redis_timeout,
             ),
+        ),
+        edges=EdgeConfig(
+            body_timeout_s=args.body_timeout, header_timeout_s=args.header_timeout, max_json_depth=args.max_json_depth
         ),
         overload=OverloadConfig(
             queue_factor=args.queue_factor,
