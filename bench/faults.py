@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import json
 import os
 import tempfile
@@ -102,6 +103,15 @@ async def faults_plan(engines, redis: RedisServer, duration: float, t0: float, e
     await ready_task
 
 
+def write_outcomes(path: Path, rows: list[dict]) -> None:
+    """One line per request (the JSON keeps the summary): what each request got and when."""
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
+
+
 def run(args) -> dict:
     folder = out_dir(args.out, "faults")
     logs = Path(tempfile.mkdtemp(prefix="faults-logs-"))
@@ -161,9 +171,9 @@ def run(args) -> dict:
         "events": events,
         "rss_mb": {"max": max(s["rss_mb"] for s in samples), "last": samples[-1]["rss_mb"]},
         "timeline": samples,
-        "outcomes": [o.row() for o in outcomes],
     }
     write_json(folder, "faults", result)
+    write_outcomes(folder / "faults_requests.csv", [o.row() for o in outcomes])
     plot_timeline(outcomes, samples, events, [e.url for e in engines], folder / "faults.png")
     return result
 
@@ -194,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table(result["table"], ["outcome", "count"]))
     print(table(result["errors_by_code"], ["status", "code", "count"]))
     print(json.dumps(result["recovery"], indent=2))
-    print(f"gateway RSS max {result['rss_mb']['max']:.0f} MB; wrote {out_dir(args.out, 'faults')}/faults.json, .png")
+    print(
+        f"gateway RSS max {result['rss_mb']['max']:.0f} MB; wrote {out_dir(args.out, 'faults')}/faults.json, "
+        "faults_requests.csv, faults.png"
+    )
     return 0 if result["lost"] == 0 and result["duplicated"] == 0 else 1
 
 
