@@ -43,8 +43,9 @@ async def one_stream(session: aiohttp.ClientSession, url: str, body: dict, heade
     start_t = time.perf_counter()
     ttft = None
     async with session.post(url, json=body, headers=headers) as response:
-        if response.status != 200:
-            raise RuntimeError(f"{url}: HTTP {response.status}: {(await response.read())[:200]!r}")
+        if response.status != 200:  # counted as a failed sample (NaN), not a crash of the bench
+            await response.read()
+            return float("nan"), float("nan")
         async for line in response.content:
             if ttft is None and line.startswith(b"data:") and b'"text"' in line:
                 ttft = time.perf_counter() - start_t

@@ -74,6 +74,8 @@ def summarize(direct: list[np.ndarray], gateway: list[np.ndarray]) -> dict:
             out[f"{name}_p{q}_added_spread_ms"] = [float(min(added)), float(max(added))]
             out[f"{name}_p{q}_ratio"] = float(np.median(g)) / max(float(np.median(d)), 1e-9)
     out["samples"] = int(sum(len(x) for x in direct))
+    out["failed_direct"] = int(sum(np.isnan(x[:, 1]).sum() for x in direct))
+    out["failed_gateway"] = int(sum(np.isnan(x[:, 1]).sum() for x in gateway))
     return out
 
 
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         cost = cpu_costs(f"{gateway_url}/v1/completions", auth, body, process, 50, args.requests, 64)
     rss = rss_phase(args, pins) if args.streams and args.engine_url is None else None
 
-    columns = ["concurrency", "samples", "ttft_p50_direct_ms", "ttft_p50_gateway_ms", "ttft_p50_added_ms",
+    columns = ["concurrency", "samples", "failed_gateway", "ttft_p50_direct_ms", "ttft_p50_gateway_ms", "ttft_p50_added_ms",
                "ttft_p99_added_ms", "ttft_p99_added_spread_ms", "ttft_p99_ratio", "e2e_p50_added_ms"]  # fmt: skip
     print(table(rows, columns))
     print(f"gateway CPU: {cost['cpu_ms_per_request']:.3f} ms per request, {cost['cpu_us_per_token']:.1f} us per token")

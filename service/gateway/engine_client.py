@@ -91,7 +91,9 @@ class EngineClient:
             self._client = httpx.AsyncClient(
                 transport=self._transport,
                 timeout=httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+                # Idle engine connections are dropped after 2 s, before SGLang's server (uvicorn: 5 s) drops them:
+                # the other way round a request can go out on a connection the engine is closing, and fail.
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256, keepalive_expiry=2.0),
             )
         return self._client
 

@@ -11,7 +11,7 @@ import uvicorn
 
 
 @contextmanager
-def serve(app, *, log_level: str = "warning", edges=None):
+def serve(app, *, log_level: str = "warning", edges=None, http_impl: str = "auto"):
     """Yield the base URL of `app` served by uvicorn; stop it on exit. `edges` (an EdgeConfig): serve it as
     `moe-serve gateway` does, with the bounded HTTP protocol of service/gateway/server.py."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -23,7 +23,7 @@ def serve(app, *, log_level: str = "warning", edges=None):
     else:
         from service.gateway.server import uvicorn_config
 
-        config = uvicorn_config(app, "127.0.0.1", 0, edges, log_level)
+        config = uvicorn_config(app, "127.0.0.1", 0, edges, log_level, http_impl)
         config.timeout_graceful_shutdown = 2
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -22,9 +22,11 @@ AUTH = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
 BODY = {"model": "tiny-moe", "prompt": "hi", "max_tokens": 2}
 
 
-@pytest.fixture(scope="module")
-def edge_gateway(engine):
-    with serve(create_app(gateway_config((engine[2],), edges=EDGES)), edges=EDGES) as url:
+@pytest.fixture(scope="module", params=["h11", "httptools"])
+def edge_gateway(engine, request):
+    if request.param == "httptools":
+        pytest.importorskip("httptools")
+    with serve(create_app(gateway_config((engine[2],), edges=EDGES)), edges=EDGES, http_impl=request.param) as url:
         yield url
 
 
