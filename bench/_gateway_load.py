@@ -31,9 +31,10 @@ def wait_ready(url: str, timeout_s: float = 60.0) -> None:
     raise RuntimeError(f"{url} not ready after {timeout_s}s")
 
 
-def start(stack: ExitStack, prefix: list[str], argv: list[str]) -> subprocess.Popen:
-    """`prefix` (e.g. taskset -c 1) + this interpreter + argv, stopped when the stack closes."""
-    proc = subprocess.Popen([*prefix, sys.executable, *argv], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def start(stack: ExitStack, prefix: list[str], argv: list[str], root: Path = ROOT) -> subprocess.Popen:
+    """`prefix` (e.g. taskset -c 1) + this interpreter + argv run from source tree `root`, stopped when the stack
+    closes."""
+    proc = subprocess.Popen([*prefix, sys.executable, *argv], cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
     stack.callback(lambda: (proc.terminate(), proc.wait(10)))
     return proc
 

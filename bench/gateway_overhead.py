@@ -79,26 +79,42 @@ def summarize(direct: list[np.ndarray], gateway: list[np.ndarray]) -> dict:
     return out
 
 
-def cpu_costs(url: str, headers: dict, body: dict, process: psutil.Process, concurrency: int, requests: int,
-              tokens: int) -> dict:  # fmt: skip
-    """Gateway CPU per request and per relayed token: runs of 1-token and `tokens`-token streams, solved."""
-    points = []
+def cpu_costs(targets: dict[str, tuple[str, psutil.Process]], headers: dict, body: dict, concurrency: int,
+              requests: int, tokens: int) -> dict:  # fmt: skip
+    """Gateway CPU per request and per relayed token, per target gateway: runs of 1-token and `tokens`-token streams
+    (interleaved across targets, so machine load falls on all alike), solved for cpu = a * requests + b * tokens."""
+    points: dict[str, list] = {name: [] for name in targets}
     for n_tokens in (1, tokens, 1, tokens):
-        b = {**body, "max_tokens": n_tokens}
-        before = cpu_seconds(process)
-        samples = asyncio.run(run_level(url, headers, b, concurrency, requests))
-        points.append((len(samples), len(samples) * n_tokens, cpu_seconds(process) - before))
-    a = np.array([[r, t] for r, t, _ in points], dtype=float)
-    per_request, per_token = np.linalg.lstsq(a, np.array([c for *_, c in points]), rcond=None)[0]
-    return {
-        "cpu_ms_per_request": 1000 * float(per_request),
-        "cpu_us_per_token": 1e6 * float(per_token),
-        "cpu_runs": [{"requests": r, "tokens": t, "cpu_s": c} for r, t, c in points],
-    }
+        for name, (url, process) in targets.items():
+            before = cpu_seconds(process)
+            samples = asyncio.run(run_level(url, headers, {**body, "max_tokens": n_tokens}, concurrency, requests))
+            points[name].append((len(samples), len(samples) * n_tokens, cpu_seconds(process) - before))
+    out = {}
+    for name, runs in points.items():
+        a = np.array([[r, t] for r, t, _ in runs], dtype=float)
+        per_request, per_token = np.linalg.lstsq(a, np.array([c for *_, c in runs]), rcond=None)[0]
+        out[name] = {
+            "cpu_ms_per_request": 1000 * float(per_request),
+            "cpu_us_per_token": 1e6 * float(per_token),
+            "cpu_runs": [{"requests": r, "tokens": t, "cpu_s": c} for r, t, c in runs],
+        }
+    return out
 
 
 def gateway_process(proc) -> psutil.Process:
     return psutil.Process(proc.pid)  # taskset execs the interpreter: the same pid
+
+
+def baseline_gateway(stack: ExitStack, pins: dict, args, engine_url: str) -> tuple[str, psutil.Process]:
+    """The gateway of another source tree (e.g. `git worktree add /tmp/base <commit>`) on the same engine, for a CPU
+    comparison within one run. httptools is hidden from it: a tree whose dependencies lack it ran on h11."""
+    port = free_port()
+    code = "import sys; sys.modules['httptools'] = None; from service.cli import main; sys.exit(main())"
+    proc = start(stack, pins["gateway"], ["-c", code, "gateway", "--engine-url", engine_url, "--tenants",
+                 tenants_file(stack), "--port", str(port), "--model", args.model, "--log-level", "warning"],
+                 root=Path(args.baseline_src))  # fmt: skip
+    wait_ready(f"http://127.0.0.1:{port}/ready")
+    return f"http://127.0.0.1:{port}/v1/completions", gateway_process(proc)
 
 
 def rss_phase(args, pins: dict) -> dict:
@@ -144,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-delay", type=float, default=0.01, help="double only: seconds per token")
     parser.add_argument("--streams", type=int, default=1000, help="concurrent streams of the RSS phase (0: skip)")
     parser.add_argument("--quick", action="store_true", help="8 tokens, 200 requests, 2 repeats: a smoke run")
+    parser.add_argument("--baseline-src", default=None, help="source tree of another gateway version: its CPU per "
+                        "request/token measured interleaved with this one's")  # fmt: skip
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -177,13 +195,21 @@ def main(argv: list[str] | None = None) -> int:
                 direct.append(asyncio.run(run_level(f"{engine_url}/v1/completions", {}, body, concurrency, total)))
                 through.append(asyncio.run(run_level(f"{gateway_url}/v1/completions", auth, body, concurrency, total)))
             rows.append({"concurrency": concurrency, **summarize(direct, through)})
-        cost = cpu_costs(f"{gateway_url}/v1/completions", auth, body, process, 50, args.requests, 64)
+        targets = {"gateway": (f"{gateway_url}/v1/completions", process)}
+        if args.baseline_src:
+            targets["baseline"] = baseline_gateway(stack, pins, args, engine_url)
+        costs = cpu_costs(targets, auth, body, 50, args.requests, 64)
+        cost = {**costs["gateway"], **({"baseline": costs["baseline"]} if args.baseline_src else {})}
     rss = rss_phase(args, pins) if args.streams and args.engine_url is None else None
 
     columns = ["concurrency", "samples", "failed_gateway", "ttft_p50_direct_ms", "ttft_p50_gateway_ms", "ttft_p50_added_ms",
                "ttft_p99_added_ms", "ttft_p99_added_spread_ms", "ttft_p99_ratio", "e2e_p50_added_ms"]  # fmt: skip
     print(table(rows, columns))
     print(f"gateway CPU: {cost['cpu_ms_per_request']:.3f} ms per request, {cost['cpu_us_per_token']:.1f} us per token")
+    if "baseline" in cost:
+        base = cost["baseline"]
+        print(f"baseline CPU: {base['cpu_ms_per_request']:.3f} ms per request, {base['cpu_us_per_token']:.1f} us "
+              f"per token (same run, interleaved)")  # fmt: skip
     if rss:
         print(f"gateway RSS: {rss['idle_mb']:.0f} MB idle, {rss['peak_mb']:.0f} MB with {rss['open']} open streams "
               f"({rss['kb_per_stream']:.0f} KB each), {rss['after_mb']:.0f} MB after")  # fmt: skip
