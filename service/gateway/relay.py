@@ -126,6 +126,17 @@ class Relay:
             on_close=lambda: self._finish(done=False),
         )
 
+    def _rewrite(self, data: dict, wants_usage: bool) -> bytes | None:
+        """A chunk with speculation stats or usage: take them, and what the client should see of it (None: nothing)."""
+        self.state.metrics.observe_spec(self.tenant, data.pop("sglext", None))
+        if isinstance(data.get("usage"), dict):
+            self.usage = data["usage"]
+        if not wants_usage:
+            data.pop("usage", None)
+        if data.get("choices") or (wants_usage and "usage" in data):
+            return sse(data)
+        return None
+
     async def _finish(self, done: bool) -> None:
         """Once per stream, whichever comes first: the relay's end or the response closing (a client that left
         before the relay started never runs the relay's own cleanup)."""
@@ -142,44 +153,25 @@ class Relay:
     async def _relay(self, first: EngineEvent | None, events):
         """Token chunks go out as the engine wrote them (EngineEvent.plain); only chunks with an error, speculation
         stats or usage are parsed and rewritten. The per-token path is a byte scan, a clock read and one histogram."""
-        metrics = self.state.metrics
         wants_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
-        itl = metrics.itl.labels(self.tenant)
-        last_token_at: float | None = None
+        clock = _TokenClock(self.state.metrics, self.tenant, self.started)
         done = False
         try:
             event = first
             while event is not None:
                 if event.plain:
                     if event.has_choices:
-                        now = time.perf_counter()
-                        if last_token_at is None:
-                            metrics.ttft.labels(self.tenant).observe(now - self.started)
-                        else:
-                            itl.observe(now - last_token_at)
-                        last_token_at = now
+                        clock.tick()
                         yield event.frame()
-                    event = await anext(events, None)
-                    continue
-                if event.is_error():
+                elif event.is_error():
                     yield event.frame()  # the engine failed after tokens were sent; the client sees its error
                     break
-                data = event.data
-                metrics.observe_spec(self.tenant, data.pop("sglext", None))
-                if isinstance(data.get("usage"), dict):
-                    self.usage = data["usage"]
-                if not wants_usage:
-                    data.pop("usage", None)
-                if data.get("choices"):
-                    now = time.perf_counter()
-                    if last_token_at is None:
-                        metrics.ttft.labels(self.tenant).observe(now - self.started)
-                    else:
-                        itl.observe(now - last_token_at)
-                    last_token_at = now
-                    yield sse(data)
-                elif wants_usage and "usage" in data:
-                    yield sse(data)
+                else:
+                    frame = self._rewrite(event.data, wants_usage)
+                    if frame is not None:
+                        if event.data.get("choices"):
+                            clock.tick()
+                        yield frame
                 event = await anext(events, None)
             yield sse("[DONE]")
             done = True
@@ -189,3 +181,20 @@ class Relay:
             done = True
         finally:
             await self._finish(done)
+
+
+class _TokenClock:
+    """TTFT at the first streamed token, inter-token latency after it (the histogram child looked up once)."""
+
+    def __init__(self, metrics, tenant: str, started: float) -> None:
+        self.metrics, self.tenant, self.started = metrics, tenant, started
+        self.itl = metrics.itl.labels(tenant)
+        self.last: float | None = None
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        if self.last is None:
+            self.metrics.ttft.labels(self.tenant).observe(now - self.started)
+        else:
+            self.itl.observe(now - self.last)
+        self.last = now
