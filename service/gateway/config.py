@@ -18,7 +18,9 @@ class EngineConfig:
     health_interval_s: float = 5.0  # seconds between /health probes of each replica
     health_timeout_s: float = 10.0  # seconds a /health probe may take
     slow_probes_before_unhealthy: int = 2  # consecutive timed-out probes that mark a replica unhealthy
-    failure_cooldown_s: float = 5.0  # seconds a replica is skipped after a request failed on it before any token
+    failure_cooldown_s: float = 5.0  # seconds a replica is skipped after failing requests before any token
+    failures_before_cooldown: int = 2  # consecutive such failures that start the cooldown: one alone (a connection
+    # the engine was closing, a connect timeout of a starved engine) moves that request on but keeps the replica in
     forward_priority: bool = True  # send the tenant's priority as SGLang's `priority` (ignored unless the engine
     # runs --enable-priority-scheduling; a server with --abort-on-priority-when-disabled needs this off)
 

@@ -134,7 +134,7 @@ class EngineClient:
             if health.status_code == 200 and not replica.healthy:
                 # Back from down (restarted: SGLang answers 503 until it has started): a failure before is explained
                 # by the outage, so it serves again now rather than after its cooldown.
-                replica.down_until = 0.0
+                replica.down_until, replica.failing = 0.0, 0
             replica.healthy = health.status_code == 200
             replica.slow_probes = 0
             if not replica.healthy:
@@ -190,7 +190,9 @@ class EngineClient:
     def _fail(self, replica: Replica, why: str) -> None:
         logger.warning("engine replica %s failed before the first token: %s", replica.url, why)
         replica.failures += 1
-        replica.down_until = time.monotonic() + self.config.failure_cooldown_s
+        replica.failing += 1
+        if replica.failing >= self.config.failures_before_cooldown:
+            replica.down_until = time.monotonic() + self.config.failure_cooldown_s
 
     def _take(self, tried: set[str], cost: int, rid: str) -> Replica:
         replica = self._pick(tried, cost)
@@ -219,6 +221,7 @@ class EngineClient:
                     raise _ReplicaFailed(f"HTTP {response.status_code}: {_error_message(payload, response.text)}")
                 if response.status_code >= 400:
                     raise EngineRejected(response.status_code, _error_message(payload, response.text))
+                replica.failing = 0
                 return payload
             except (httpx.TransportError, ValueError, _ReplicaFailed) as exc:
                 self._fail(replica, repr(exc))
@@ -260,6 +263,8 @@ class EngineClient:
                             if status >= 500:
                                 raise _ReplicaFailed(f"error event: {_error_message(event.data, 'engine error')}")
                             raise EngineRejected(status, _error_message(event.data, "engine rejected the request"))
+                        if not sent_any:
+                            replica.failing = 0
                         sent_any = True
                         yield event
                     finished = True

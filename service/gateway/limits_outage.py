@@ -16,7 +16,8 @@ in-process. The queue is bounded (`max_pending`, oldest dropped first: a dropped
 estimate charged, never a second charge).
 
 While the store is down, one request per `retry_s` tries it (paying at most `timeout_s`); the others go straight to the
-fallback, so an outage costs latency to one request a second, not to all.
+fallback, so an outage costs latency to one request a second, not to all. A watcher pings it every `retry_s` as well,
+so the gateway notices it is back (and replays what it queued) even when no request comes.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class ResilientLimiter:
         self._pending: deque[tuple] = deque(maxlen=config.max_pending)  # ("adjust"|"cancel", args...)
         self._flushing: asyncio.Task | None = None
         self._flush_lock = asyncio.Lock()  # one replay at a time, in queue order
+        self._watching: asyncio.Task | None = None  # pings the store while it is down
         self.local_admissions = 0
 
     def stats(self) -> StoreStats:
@@ -99,6 +101,17 @@ class ResilientLimiter:
             logger.warning("limits store unreachable (%r): %s", exc, f"fail {self.config.mode}")
             self._down_since = self.clock()
         self._next_try = self.clock() + self.config.retry_s
+        if self._watching is None or self._watching.done():
+            self._watching = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while self._down_since is not None:
+            await asyncio.sleep(self.config.retry_s)
+            if self._down_since is None:
+                return
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.store.ping(), self.config.timeout_s)
+                self._came_back()
 
     def _came_back(self) -> None:
         if self._down_since is None:
@@ -176,8 +189,9 @@ class ResilientLimiter:
         return applied
 
     async def close(self) -> None:
-        if self._flushing is not None and not self._flushing.done():
-            self._flushing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flushing
+        for task in (self._flushing, self._watching):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.store.close()

@@ -113,5 +113,8 @@ class RedisLimiter:
         done, *_ = await self._call(tenant, rid, [now_ms, rpm, tpm, 0, "cancel", WINDOW_MS])
         return bool(done)
 
+    async def ping(self) -> None:
+        await self._redis.ping()
+
     async def close(self) -> None:
         await self._redis.aclose()

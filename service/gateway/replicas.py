@@ -15,6 +15,7 @@ class Replica:
     slow_probes: int = 0  # consecutive /health probes that timed out
     served: int = 0  # requests, ever sent here
     failures: int = 0  # requests, ever failed here before their first token
+    failing: int = 0  # requests failed here in a row, before their first token (reset by one that got an answer)
     down_until: float = 0.0  # monotonic seconds; after a failed request the replica sits out until then, even if
     # /health says 200 (SGLang's /health does not run a generation unless told to)
     engine_max_running: int | None = None  # requests the engine runs at once (SGLang /server_info), None: unknown

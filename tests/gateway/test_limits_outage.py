@@ -4,6 +4,7 @@ store comes back, whether its reply was lost (server paused) or it was stopped a
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import replace
@@ -186,3 +187,23 @@ def test_fail_open_admits_at_the_local_share_then_redis_again(fresh_engine):
         server.start()
         assert until_ok(url).status_code == 200
         assert "moe_serve:limits_store_up 1.0" in httpx.get(url + "/metrics").text
+
+
+async def test_the_store_coming_back_is_noticed_without_traffic():
+    """While down, a watcher pings the store: once it answers, queued settlements are replayed with no request."""
+    with RedisServer(persistent=True) as server:
+        limiter, prefix = resilient(server)
+        try:
+            assert (await limiter.acquire("t", RPM, TPM, 100, NOW_MS, "w1")).allowed
+            server.stop()
+            await limiter.adjust("t", RPM, TPM, -30, NOW_MS, "w1")  # fails: queued, the store marked down
+            assert limiter.stats().up is False
+            server.start()
+            for _ in range(200):
+                if limiter.stats().up and limiter.stats().pending == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert limiter.stats().up and limiter.stats().pending == 0
+            assert levels(server, prefix) == (RPM - 1, TPM - 70)
+        finally:
+            await limiter.close()
