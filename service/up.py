@@ -25,11 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from moe_sglang.server import running_engine
     from service.gateway.app import create_app
     from service.gateway.config import EngineConfig, GatewayConfig, LimitsConfig
+    from service.gateway.server import run as serve
     from service.gateway.tenants import load_tenants_file
 
     # SIGTERM (docker stop, kill) must unwind the `with` below so the engine's process group is stopped too; uvicorn
@@ -46,5 +45,5 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"moe-serve: gateway on http://{args.gateway_host}:{args.gateway_port}/v1 (engine {engine_url})", flush=True
         )
-        uvicorn.run(create_app(config), host=args.gateway_host, port=args.gateway_port)
+        serve(create_app(config), args.gateway_host, args.gateway_port, config.edges)
     return 0

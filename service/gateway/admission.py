@@ -1,12 +1,15 @@
-"""Before the engine: known model (404), prompt within bounds (413), tenant within RPM/TPM (429)."""
+"""Before the engine: known model (404), prompt within bounds (413), room in flight (429 tenant / 503 engines,
+overload.py), tenant within RPM/TPM (429)."""
 
 from __future__ import annotations
 
 import math
+import uuid
 from dataclasses import dataclass
 
 from service.gateway.errors import GatewayError
 from service.gateway.limits import Admission
+from service.gateway.overload import Lease
 from service.gateway.schemas import ChatCompletionRequest, CompletionRequest, prompt_sizes
 from service.gateway.state import GatewayState
 from service.gateway.tenants import Tenant
@@ -19,6 +22,8 @@ class Ticket:
     tenant: Tenant  # who pays
     charged_tokens: int  # tokens reserved at admission (prompt estimate + max output)
     headers: dict[str, str]  # x-ratelimit-* headers for the response
+    lease: Lease  # its share of the engines' outstanding-work bound, released when it ends
+    rid: str  # request id: the engine's rid, the limits store's charge id, the client's x-request-id
 
 
 def estimate_prompt_tokens(text_bytes: int, direct_tokens: int, bytes_per_token: float) -> int:
@@ -56,10 +61,21 @@ async def admit(state: GatewayState, tenant: Tenant, body: CompletionRequest | C
         body.requested_max_tokens() if isinstance(body, ChatCompletionRequest) else body.max_tokens
     ) or config.default_max_tokens
     cost = sum(prompts) + max_tokens * body.n * len(prompts)
-    decision = await state.limiter.acquire(tenant.name, tenant.rpm, tenant.tpm, cost, state.now_ms())
+    try:
+        lease = state.in_flight.admit(tenant, cost, state.tenants.priorities)
+    except GatewayError as refusal:
+        state.metrics.overload_refused.labels(tenant.name, refusal.code).inc()
+        raise
+    rid = f"moe-{uuid.uuid4().hex}"
+    try:
+        decision = await state.limiter.acquire(tenant.name, tenant.rpm, tenant.tpm, cost, state.now_ms(), rid)
+    except BaseException:
+        state.in_flight.release(lease)
+        raise
     headers = ratelimit_headers(tenant, decision)
     if decision.allowed:
-        return Ticket(tenant, cost, headers)
+        return Ticket(tenant, cost, headers, lease, rid)
+    state.in_flight.release(lease)
     if decision.retry_after_s is None:
         state.metrics.rate_limited.labels(tenant.name, "too_large").inc()
         raise GatewayError(

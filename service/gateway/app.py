@@ -7,24 +7,29 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 import httpx
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from service.gateway.body_limit import BodyLimit
 from service.gateway.config import GatewayConfig
+from service.gateway.deps import require_any_key
 from service.gateway.engine_client import EngineClient
 from service.gateway.errors import install_error_handlers
 from service.gateway.limits import InProcessLimiter, RateLimiter
 from service.gateway.metrics import GatewayMetrics
+from service.gateway.overload import InFlight
 from service.gateway.routes import admin, chat, completions, health, models
 from service.gateway.state import GatewayState
 from service.gateway.tenants import TenantRegistry
 
 
 def build_limiter(config: GatewayConfig) -> RateLimiter:
-    if config.limits.redis_url:
+    limits = config.limits
+    if limits.redis_url:
+        from service.gateway.limits_outage import ResilientLimiter
         from service.gateway.limits_redis import RedisLimiter
 
-        return RedisLimiter(config.limits.redis_url, config.limits.key_prefix)
+        store = RedisLimiter(limits.redis_url, limits.key_prefix, timeout_s=limits.outage.timeout_s)
+        return ResilientLimiter(store, limits.outage)
     return InProcessLimiter()
 
 
@@ -36,13 +41,15 @@ def create_app(
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """The gateway app. `limiter`, `engine_transport` and `clock` are seams for tests; production passes config only."""
-    engine = EngineClient(config.engine, transport=engine_transport)
+    engine = EngineClient(config.engine, overload=config.overload, transport=engine_transport)
+    limiter = limiter if limiter is not None else build_limiter(config)
     state = GatewayState(
         config=config,
         tenants=TenantRegistry(config.tenants),
-        limiter=limiter if limiter is not None else build_limiter(config),
+        limiter=limiter,
         engine=engine,
-        metrics=GatewayMetrics(engine.stats),
+        metrics=GatewayMetrics(engine.stats, getattr(limiter, "stats", None)),
+        in_flight=InFlight(config.overload, engine.replicas),
         clock=clock,
     )
 
@@ -60,10 +67,20 @@ def create_app(
         version="0.1.0",
         description="OpenAI-compatible multi-tenant front for SGLang engines (issue 5).",
         lifespan=lifespan,
+        # Only /health, /ready and /metrics answer without a key: no public docs pages; the API description is
+        # served to key holders below.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_any_key)])
+    async def openapi() -> dict:
+        return app.openapi()
+
     app.state.gateway = state
     install_error_handlers(app)
     for module in (completions, chat, models, health, admin):
         app.include_router(module.router)
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, edges=config.edges)
     return app

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from service.gateway.body_limit import EdgeConfig
+from service.gateway.limits_outage import OutageConfig
+from service.gateway.overload import OverloadConfig
 from service.gateway.tenants import Tenant
 
 
@@ -15,8 +18,9 @@ class EngineConfig:
     health_interval_s: float = 5.0  # seconds between /health probes of each replica
     health_timeout_s: float = 10.0  # seconds a /health probe may take
     slow_probes_before_unhealthy: int = 2  # consecutive timed-out probes that mark a replica unhealthy
-    failure_cooldown_s: float = 5.0  # seconds a replica is skipped after a request failed on it before any token
-    max_outstanding: int = 1024  # requests in flight per replica before the gateway answers 503
+    failure_cooldown_s: float = 5.0  # seconds a replica is skipped after failing requests before any token
+    failures_before_cooldown: int = 2  # consecutive such failures that start the cooldown: one alone (a connection
+    # the engine was closing, a connect timeout of a starved engine) moves that request on but keeps the replica in
     forward_priority: bool = True  # send the tenant's priority as SGLang's `priority` (ignored unless the engine
     # runs --enable-priority-scheduling; a server with --abort-on-priority-when-disabled needs this off)
 
@@ -26,6 +30,7 @@ class LimitsConfig:
     redis_url: str | None = None  # REDIS_URL; None = in-process store (single-node embedded default)
     key_prefix: str = "moe_serve:rl"  # Redis key prefix, so several deployments can share one Redis
     bytes_per_token: float = 4.0  # bytes of prompt text per token, for the pre-admission token estimate
+    outage: OutageConfig = field(default_factory=OutageConfig)  # what happens while Redis is down (limits_outage.py)
 
 
 @dataclass(frozen=True)
@@ -38,3 +43,5 @@ class GatewayConfig:
     max_prompt_tokens: int = 32768  # tokens (estimated); a longer prompt gets 413 before reaching the engine
     max_body_bytes: int = 4 * 1024 * 1024  # bytes; a larger request body gets 413
     default_max_tokens: int = 256  # tokens charged against TPM when a request names no max_tokens
+    overload: OverloadConfig = field(default_factory=OverloadConfig)  # outstanding-work bounds (overload.py)
+    edges: EdgeConfig = field(default_factory=EdgeConfig)  # time and size bounds on what clients send (body_limit.py)

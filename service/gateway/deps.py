@@ -15,14 +15,14 @@ bearer = HTTPBearer(auto_error=False, description="Tenant API key (admin key for
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-def get_state(request: Request) -> GatewayState:
+async def get_state(request: Request) -> GatewayState:
     return request.app.state.gateway
 
 
 StateDep = Annotated[GatewayState, Depends(get_state)]
 
 
-def require_tenant(request: Request, credentials: Credentials, state: StateDep) -> Tenant:
+async def require_tenant(request: Request, credentials: Credentials, state: StateDep) -> Tenant:
     """The tenant owning the bearer key; 401 otherwise, before anything reaches the engine."""
     if credentials is None or not credentials.credentials:
         state.metrics.requests.labels("", request.url.path, "401").inc()
@@ -34,7 +34,7 @@ def require_tenant(request: Request, credentials: Credentials, state: StateDep) 
     return tenant
 
 
-def require_admin(credentials: Credentials, state: StateDep) -> None:
+async def require_admin(credentials: Credentials, state: StateDep) -> None:
     if state.config.admin_key_hash is None:
         raise GatewayError(404, "The admin API is disabled (no admin key configured).", code="not_found")
     if credentials is None or not admin_key_matches(credentials.credentials, state.config.admin_key_hash):
@@ -42,3 +42,11 @@ def require_admin(credentials: Credentials, state: StateDep) -> None:
 
 
 TenantDep = Annotated[Tenant, Depends(require_tenant)]
+
+
+async def require_any_key(credentials: Credentials, state: StateDep) -> None:
+    """A tenant's key or the admin key (the API description is not public: it lists the admin API)."""
+    key = credentials.credentials if credentials is not None else ""
+    admin = state.config.admin_key_hash
+    if not key or (state.tenants.authenticate(key) is None and not (admin and admin_key_matches(key, admin))):
+        raise GatewayError(401, "Missing or incorrect API key.", code="invalid_api_key")

@@ -25,13 +25,16 @@ import anyio
 import httpx
 
 from service.gateway.config import EngineConfig
+from service.gateway.overload import OverloadConfig, has_room
 from service.gateway.replicas import Replica, ReplicaStats, pick_replica
+from service.gateway.sse import EngineEvent, sse_payloads
 
 logger = logging.getLogger(__name__)
+POOL_SHARDS = 8  # HTTP clients (connection pools) the engine connections are spread over
 
 
 class EngineUnavailable(Exception):
-    """No replica could take the request (all down or all at max_outstanding): the gateway answers 503."""
+    """No replica could take the request (all down or all at their outstanding bound): the gateway answers 503."""
 
 
 class EngineRejected(Exception):
@@ -64,13 +67,21 @@ def _error_status(payload: dict) -> int:
 
 
 class EngineClient:
-    def __init__(self, config: EngineConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        *,
+        overload: OverloadConfig | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         if not config.urls:
             raise ValueError("engine: at least one replica URL is required")
         self.config = config
+        self.overload = overload or OverloadConfig()
         self.replicas = [Replica(url.rstrip("/")) for url in config.urls]
         self._transport = transport
-        self._client: httpx.AsyncClient | None = None  # made on first use, inside the serving event loop
+        self._clients: list[httpx.AsyncClient] = []  # made on first use, inside the serving event loop
+        self._next_client = 0
         self._inflight: dict[str, Replica] = {}  # rid -> replica serving it, for abort()
         self._health_task: asyncio.Task | None = None
         self.models: tuple[str, ...] = ()  # model ids the replicas list at /v1/models, refreshed by probes
@@ -78,13 +89,22 @@ class EngineClient:
     # ---- lifecycle -------------------------------------------------------------------------------------------
     @property
     def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                transport=self._transport,
-                timeout=httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-            )
-        return self._client
+        """The next of POOL_SHARDS clients, round robin: httpcore scans its whole pool on every request and every
+        close, in time growing with idle x all connections (measured at 50 streams: a quarter of the gateway's CPU,
+        2 ms a request), so connections are spread over small pools."""
+        if not self._clients:
+            self._clients = [self._new_client() for _ in range(POOL_SHARDS)]
+        self._next_client = (self._next_client + 1) % POOL_SHARDS
+        return self._clients[self._next_client]
+
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            transport=self._transport,
+            timeout=httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s),
+            # Idle engine connections are dropped after 2 s, before SGLang's server (uvicorn: 5 s) drops them: the
+            # other way round a request can go out on a connection the engine is closing at that moment, and fail.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=8, keepalive_expiry=2.0),
+        )
 
     async def start(self) -> None:
         await self.probe_all()
@@ -96,9 +116,9 @@ class EngineClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._health_task
         self._health_task = None
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        for client in self._clients:
+            await client.aclose()
+        self._clients = []
 
     async def _health_loop(self) -> None:
         while True:
@@ -111,9 +131,18 @@ class EngineClient:
     async def _probe(self, replica: Replica) -> None:
         try:
             health = await self._http.get(f"{replica.url}/health", timeout=self.config.health_timeout_s)
+            if health.status_code == 200 and not replica.healthy:
+                # Back from down (restarted: SGLang answers 503 until it has started): a failure before is explained
+                # by the outage, so it serves again now rather than after its cooldown.
+                replica.down_until, replica.failing = 0.0, 0
             replica.healthy = health.status_code == 200
             replica.slow_probes = 0
-            if replica.healthy and not self.models:
+            if not replica.healthy:
+                replica.engine_max_running = replica.engine_kv_tokens = None  # a restarted engine may differ
+                return
+            if replica.engine_max_running is None:
+                await self._read_capacity(replica)
+            if not self.models:
                 listed = await self._http.get(f"{replica.url}/v1/models", timeout=self.config.connect_timeout_s)
                 if listed.status_code == 200:
                     self.models = tuple(m["id"] for m in listed.json().get("data", []) if "id" in m)
@@ -124,6 +153,21 @@ class EngineClient:
             replica.healthy = replica.slow_probes < self.config.slow_probes_before_unhealthy
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             replica.healthy = False
+            replica.engine_max_running = replica.engine_kv_tokens = None
+
+    async def _read_capacity(self, replica: Replica) -> None:
+        """What the engine runs at once and its KV size, from SGLang's /server_info (overload.py's defaults).
+        An engine without it (another OpenAI server) keeps None: the configured fallback bound applies."""
+        info = await self._http.get(f"{replica.url}/server_info", timeout=self.config.health_timeout_s)
+        if info.status_code != 200:
+            return
+        payload = info.json()
+        states = payload.get("internal_states") or [{}]
+        running = states[0].get("max_running_requests") if isinstance(states[0], dict) else None
+        running = running or payload.get("max_running_requests")
+        kv = payload.get("max_total_num_tokens")
+        replica.engine_max_running = running if isinstance(running, int) and running > 0 else None
+        replica.engine_kv_tokens = kv if isinstance(kv, int) and kv > 0 else None
 
     def stats(self) -> list[ReplicaStats]:
         return [ReplicaStats(r.url, r.outstanding, r.healthy, r.served, r.failures) for r in self.replicas]
@@ -133,8 +177,8 @@ class EngineClient:
         return any(r.healthy and r.down_until <= now for r in self.replicas)
 
     # ---- requests --------------------------------------------------------------------------------------------
-    def _pick(self, tried: set[str]) -> Replica:
-        replica = pick_replica(self.replicas, tried, self.config.max_outstanding, time.monotonic())
+    def _pick(self, tried: set[str], cost: int) -> Replica:
+        replica = pick_replica(self.replicas, tried, lambda r: has_room(r, self.overload, cost), time.monotonic())
         if replica is None:
             if tried:
                 raise EngineUnavailable("every engine replica failed this request")
@@ -146,17 +190,30 @@ class EngineClient:
     def _fail(self, replica: Replica, why: str) -> None:
         logger.warning("engine replica %s failed before the first token: %s", replica.url, why)
         replica.failures += 1
-        replica.down_until = time.monotonic() + self.config.failure_cooldown_s
+        replica.failing += 1
+        if replica.failing >= self.config.failures_before_cooldown:
+            replica.down_until = time.monotonic() + self.config.failure_cooldown_s
 
-    async def submit(self, path: str, body: dict) -> dict:
-        """One non-streaming call; retried on another replica while no answer came back."""
+    def _take(self, tried: set[str], cost: int, rid: str) -> Replica:
+        replica = self._pick(tried, cost)
+        tried.add(replica.url)
+        replica.outstanding += 1
+        replica.outstanding_tokens += cost
+        replica.served += 1
+        self._inflight[rid] = replica
+        return replica
+
+    def _give_back(self, replica: Replica, cost: int, rid: str) -> None:
+        replica.outstanding -= 1
+        replica.outstanding_tokens -= cost
+        self._inflight.pop(rid, None)
+
+    async def submit(self, path: str, body: dict, cost: int = 0) -> dict:
+        """One non-streaming call; retried on another replica while no answer came back. `cost`: tokens it may use."""
         tried: set[str] = set()
+        rid = body.get("rid", "")
         while True:
-            replica = self._pick(tried)
-            tried.add(replica.url)
-            replica.outstanding += 1
-            replica.served += 1
-            self._inflight[body.get("rid", "")] = replica
+            replica = self._take(tried, cost, rid)
             try:
                 response = await self._http.post(f"{replica.url}{path}", json=body)
                 payload = response.json()
@@ -164,26 +221,22 @@ class EngineClient:
                     raise _ReplicaFailed(f"HTTP {response.status_code}: {_error_message(payload, response.text)}")
                 if response.status_code >= 400:
                     raise EngineRejected(response.status_code, _error_message(payload, response.text))
+                replica.failing = 0
                 return payload
             except (httpx.TransportError, ValueError, _ReplicaFailed) as exc:
                 self._fail(replica, repr(exc))
             finally:
-                replica.outstanding -= 1
-                self._inflight.pop(body.get("rid", ""), None)
+                self._give_back(replica, cost, rid)
 
-    async def stream(self, path: str, body: dict) -> AsyncIterator[dict]:
-        """SSE events (parsed JSON) of one streaming call, up to but not including `[DONE]`.
+    async def stream(self, path: str, body: dict, cost: int = 0) -> AsyncIterator[EngineEvent]:
+        """SSE events of one streaming call (parsed when looked into), up to but not including `[DONE]`.
 
         Closing this iterator early (the client went away) closes the engine connection and sends `/abort_request`.
         """
         rid = body.get("rid", "")
         tried: set[str] = set()
         while True:
-            replica = self._pick(tried)
-            tried.add(replica.url)
-            replica.outstanding += 1
-            replica.served += 1
-            self._inflight[rid] = replica
+            replica = self._take(tried, cost, rid)
             sent_any = False
             finished = False
             try:
@@ -197,19 +250,21 @@ class EngineClient:
                         if response.status_code >= 500:
                             raise _ReplicaFailed(f"HTTP {response.status_code}: {message}")
                         raise EngineRejected(response.status_code, message)
-                    async for event in _sse_events(response):
+                    async for event in sse_payloads(response.aiter_bytes()):
                         if event is None:
-                            finished = True
-                            return
-                        if "error" in event or event.get("object") == "error":
-                            status = _error_status(event)
+                            finished = True  # what follows [DONE] is drained, and the connection kept
+                            continue
+                        if event.is_error():
+                            status = _error_status(event.data)
                             if sent_any:
                                 finished = True  # the engine ended this request itself
                                 yield event
                                 return
                             if status >= 500:
-                                raise _ReplicaFailed(f"error event: {_error_message(event, 'engine error')}")
-                            raise EngineRejected(status, _error_message(event, "engine rejected the request"))
+                                raise _ReplicaFailed(f"error event: {_error_message(event.data, 'engine error')}")
+                            raise EngineRejected(status, _error_message(event.data, "engine rejected the request"))
+                        if not sent_any:
+                            replica.failing = 0
                         sent_any = True
                         yield event
                     finished = True
@@ -224,8 +279,7 @@ class EngineClient:
                 self._fail(replica, repr(exc))
                 finished = True
             finally:
-                replica.outstanding -= 1
-                self._inflight.pop(rid, None)
+                self._give_back(replica, cost, rid)
                 if not finished and rid:
                     # Cancelled or closed early: tell the engine, even inside a cancelled scope.
                     with anyio.CancelScope(shield=True):
@@ -246,20 +300,3 @@ class EngineClient:
             )
         except httpx.HTTPError as exc:
             logger.warning("abort of %s on %s failed: %r", rid, replica.url, exc)
-
-
-async def _sse_events(response: httpx.Response) -> AsyncIterator[dict | None]:
-    """`data:` payloads of an SSE stream as dicts; None for `[DONE]`. Non-JSON payloads are skipped."""
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            yield None
-            return
-        try:
-            event = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            yield event

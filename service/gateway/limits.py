@@ -29,9 +29,11 @@ class Admission:
 
 
 class RateLimiter(Protocol):
-    async def acquire(self, tenant: str, rpm: int, tpm: int, tokens: int, now_ms: int) -> Admission: ...
+    """`rid` names the charge, so a store that may be asked twice (a reply lost in a Redis outage) charges once."""
 
-    async def adjust(self, tenant: str, rpm: int, tpm: int, delta_tokens: int, now_ms: int) -> None: ...
+    async def acquire(self, tenant: str, rpm: int, tpm: int, tokens: int, now_ms: int, rid: str = "") -> Admission: ...
+
+    async def adjust(self, tenant: str, rpm: int, tpm: int, delta_tokens: int, now_ms: int, rid: str = "") -> None: ...
 
     async def close(self) -> None: ...
 
@@ -73,7 +75,7 @@ class InProcessLimiter:
         level, updated = self._buckets.get((tenant, kind), (limit * WINDOW_MS, now_ms))
         return refill(level, updated, now_ms, limit), max(updated, now_ms)
 
-    async def acquire(self, tenant: str, rpm: int, tpm: int, tokens: int, now_ms: int) -> Admission:
+    async def acquire(self, tenant: str, rpm: int, tpm: int, tokens: int, now_ms: int, rid: str = "") -> Admission:
         req, req_t = self._level(tenant, "req", rpm, now_ms)
         tok, tok_t = self._level(tenant, "tok", tpm, now_ms)
         allowed, req, tok, retry_ms = decide(req, tok, rpm, tpm, tokens)
@@ -82,7 +84,7 @@ class InProcessLimiter:
             self._buckets[(tenant, "tok")] = (tok, tok_t)
         return admission(allowed, req, tok, retry_ms)
 
-    async def adjust(self, tenant: str, rpm: int, tpm: int, delta_tokens: int, now_ms: int) -> None:
+    async def adjust(self, tenant: str, rpm: int, tpm: int, delta_tokens: int, now_ms: int, rid: str = "") -> None:
         tok, tok_t = self._level(tenant, "tok", tpm, now_ms)
         self._buckets[(tenant, "tok")] = (min(tok - delta_tokens * WINDOW_MS, tpm * WINDOW_MS), tok_t)
 

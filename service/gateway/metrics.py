@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from service.gateway.limits_outage import StoreStats
 from service.gateway.replicas import ReplicaStats
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
@@ -20,7 +21,9 @@ ACCEPT_BUCKETS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0)
 
 
 class GatewayMetrics:
-    def __init__(self, replica_stats: Callable[[], list[ReplicaStats]]) -> None:
+    def __init__(
+        self, replica_stats: Callable[[], list[ReplicaStats]], limits_stats: Callable[[], StoreStats] | None = None
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         # sum by (tenant, status) (rate(moe_serve:requests_total[5m]))
@@ -55,6 +58,13 @@ class GatewayMetrics:
         self.rate_limited = Counter(
             "moe_serve:rate_limited", "Requests refused by RPM/TPM limits", ["tenant", "limit"], registry=r
         )
+        # sum by (tenant, reason) (rate(moe_serve:overload_refused_total[5m]))   -- refused for lack of room in flight
+        self.overload_refused = Counter(
+            "moe_serve:overload_refused",
+            "Requests refused before the engine: engines at capacity (503) or tenant concurrency (429)",
+            ["tenant", "reason"],
+            registry=r,
+        )
         # sum by (tenant) (moe_serve:requests_in_flight)
         self.in_flight = Gauge("moe_serve:requests_in_flight", "Requests being served", ["tenant"], registry=r)
         # sum by (tenant) (rate(moe_serve:client_aborts_total[5m]))
@@ -79,6 +89,8 @@ class GatewayMetrics:
         # sum by (tenant) (rate(moe_serve:spec_verify_steps_total[5m]))
         self.spec_verify = Counter("moe_serve:spec_verify_steps", "Verify forward passes", ["tenant"], registry=r)
         r.register(_ReplicaCollector(replica_stats))
+        if limits_stats is not None:
+            r.register(_StoreCollector(limits_stats))
 
     def observe_usage(self, tenant: str, usage: dict | None) -> None:
         if not usage:
@@ -104,7 +116,9 @@ class GatewayMetrics:
 class _ReplicaCollector:
     """Engine replica state at scrape time."""
 
-    def __init__(self, replica_stats: Callable[[], list[ReplicaStats]]) -> None:
+    def __init__(
+        self, replica_stats: Callable[[], list[ReplicaStats]], limits_stats: Callable[[], StoreStats] | None = None
+    ) -> None:
         self._stats = replica_stats
 
     def describe(self):
@@ -124,3 +138,26 @@ class _ReplicaCollector:
             outstanding.add_metric([stat.url], float(stat.outstanding))
         yield healthy
         yield outstanding
+
+
+class _StoreCollector:
+    """The shared limits store (Redis) as this gateway sees it, at scrape time (limits_outage.py)."""
+
+    def __init__(self, stats: Callable[[], StoreStats]) -> None:
+        self._stats = stats
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        stats = self._stats()
+        # min(moe_serve:limits_store_up) == 0   -- alert: a gateway cannot reach Redis (limits fail open or closed)
+        yield GaugeMetricFamily("moe_serve:limits_store_up", "1 if the last limits-store call succeeded", stats.up)
+        # max(moe_serve:limits_pending_settlements)   -- charges waiting for the store to come back
+        yield GaugeMetricFamily(
+            "moe_serve:limits_pending_settlements", "Settlements and cancels queued for the store", stats.pending
+        )
+        # sum(rate(moe_serve:limits_local_admissions_total[5m]))   -- admitted by in-process limits during outages
+        yield CounterMetricFamily(
+            "moe_serve:limits_local_admissions", "Requests admitted by in-process limits", stats.local_admissions
+        )

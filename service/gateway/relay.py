@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import logging
 import time
-import uuid
 
 import anyio
 from fastapi.responses import JSONResponse, Response
@@ -16,10 +16,11 @@ from service.gateway.logprobs import asked as logprobs_asked
 from service.gateway.logprobs import check_present, fill_text_offsets
 from service.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from service.gateway.speculation import SpeculationGrant, grant
-from service.gateway.sse import AbortOnDisconnectResponse, sse
+from service.gateway.sse import AbortOnDisconnectResponse, EngineEvent, sse
 from service.gateway.state import GatewayState
 
 CONTEXT_MARKERS = ("context length", "maximum context length")
+logger = logging.getLogger(__name__)
 
 
 def engine_error(exc: EngineRejected | EngineUnavailable) -> GatewayError:
@@ -49,9 +50,13 @@ class Relay:
         self.body = body
         self.speculation = speculation or grant(ticket.tenant, None)
         self.text_offsets: dict[int, int] | None = {} if isinstance(body, CompletionRequest) else None
-        self.rid = f"moe-{uuid.uuid4().hex}"
+        # completions logprobs need OpenAI's text offsets filled chunk by chunk: no chunk passes through unparsed
+        self.rewrite_every_chunk = self.text_offsets is not None and logprobs_asked(body)
+        self.rid = ticket.rid
         self.started = time.perf_counter()
         self.usage: dict | None = None
+        self._events = None  # the engine stream, once opened
+        self._finished = False
 
     def _engine_body(self) -> dict:
         return engine_body(
@@ -75,7 +80,16 @@ class Relay:
         return {**self.ticket.headers, "x-request-id": self.rid}
 
     async def _settle(self, status: int) -> None:
-        """Charge real usage instead of the estimate; refund fully when the engine produced nothing."""
+        """Free the request's room in flight; charge real usage instead of the estimate, refund fully when the engine
+        produced nothing. Never raises: the answer is already decided, and a limits store that is down must not
+        turn it into a broken response (the store queues what it could not apply, limits_outage.py)."""
+        self.state.in_flight.release(self.ticket.lease)
+        try:
+            await self._charge(status)
+        except Exception:
+            logger.exception("settling request %s failed", self.rid)
+
+    async def _charge(self, status: int) -> None:
         metrics = self.state.metrics
         metrics.requests.labels(self.tenant, self.endpoint, str(status)).inc()
         metrics.e2e.labels(self.tenant).observe(time.perf_counter() - self.started)
@@ -87,20 +101,21 @@ class Relay:
             used = int(self.usage.get("prompt_tokens") or 0) + int(self.usage.get("completion_tokens") or 0)
         tenant = self.ticket.tenant
         await self.state.limiter.adjust(
-            tenant.name, tenant.rpm, tenant.tpm, used - self.ticket.charged_tokens, self.state.now_ms()
+            tenant.name, tenant.rpm, tenant.tpm, used - self.ticket.charged_tokens, self.state.now_ms(), self.rid
         )
 
     async def complete(self) -> Response:
         metrics = self.state.metrics
         metrics.in_flight.labels(self.tenant).inc()
         try:
-            payload = await self.state.engine.submit(self.endpoint, self._engine_body())
+            payload = await self.state.engine.submit(self.endpoint, self._engine_body(), self.ticket.charged_tokens)
         except (EngineRejected, EngineUnavailable) as exc:
             error = engine_error(exc)
             await self._settle(error.status)
             raise error from exc
         finally:
             metrics.in_flight.labels(self.tenant).dec()
+            self.state.in_flight.release(self.ticket.lease)  # also when the client left (cancelled) while waiting
         self.usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else None
         self._shape(payload)
         metrics.ttft.labels(self.tenant).observe(time.perf_counter() - self.started)
@@ -116,7 +131,7 @@ class Relay:
     async def stream(self) -> Response:
         """Wait for the first engine event before answering, so failures before any token get a real status code."""
         metrics = self.state.metrics
-        events = self.state.engine.stream(self.endpoint, self._engine_body())
+        events = self.state.engine.stream(self.endpoint, self._engine_body(), self.ticket.charged_tokens)
         metrics.in_flight.labels(self.tenant).inc()
         try:
             first = await anext(events, None)
@@ -127,40 +142,66 @@ class Relay:
             raise error from exc
         except BaseException:
             metrics.in_flight.labels(self.tenant).dec()
+            self.state.in_flight.release(self.ticket.lease)
             with anyio.CancelScope(shield=True):
                 await events.aclose()
             raise
+        self._events = events
         return AbortOnDisconnectResponse(
-            self._relay(first, events), media_type="text/event-stream", headers=self._headers()
+            self._relay(first, events),
+            media_type="text/event-stream",
+            headers=self._headers(),
+            on_close=lambda: self._finish(done=False),
         )
 
-    async def _relay(self, first: dict | None, events):
-        metrics = self.state.metrics
+    def _rewrite(self, data: dict, wants_usage: bool) -> bytes | None:
+        """A chunk the gateway acts on (speculation stats, usage, logprobs offsets): what the client should see of it
+        (None: nothing)."""
+        self._shape(data)
+        if isinstance(data.get("usage"), dict):
+            self.usage = data["usage"]
+        if not wants_usage:
+            data.pop("usage", None)
+        # the per-request stats ride the final usage chunk, asked for usage or not
+        if data.get("choices") or (wants_usage and "usage" in data) or "metrics" in data:
+            return sse(data)
+        return None
+
+    async def _finish(self, done: bool) -> None:
+        """Once per stream, whichever comes first: the relay's end or the response closing (a client that left
+        before the relay started never runs the relay's own cleanup)."""
+        if self._finished:
+            return
+        self._finished = True
+        with anyio.CancelScope(shield=True):
+            if not done:
+                self.state.metrics.client_aborts.labels(self.tenant).inc()
+            await self._events.aclose()  # a stream closed early aborts the engine request (engine_client.stream)
+            self.state.metrics.in_flight.labels(self.tenant).dec()
+            await self._settle(200 if done else 499)
+
+    async def _relay(self, first: EngineEvent | None, events):
+        """Token chunks go out as the engine wrote them (EngineEvent.plain); only chunks with an error, speculation
+        stats or usage are parsed and rewritten. The per-token path is a byte scan, a clock read and one histogram."""
         wants_usage = bool(self.body.stream_options and self.body.stream_options.include_usage)
-        wants_stats = self.speculation.stats  # the stats ride the final usage chunk, asked for or not
-        last_token_at: float | None = None
+        clock = _TokenClock(self.state.metrics, self.tenant, self.started)
         done = False
         try:
             event = first
             while event is not None:
-                if "error" in event or event.get("object") == "error":
-                    yield sse(event)  # the engine failed after tokens were sent; the client sees its error
+                if event.plain and not self.rewrite_every_chunk:
+                    if event.has_choices:
+                        clock.tick()
+                        yield event.frame()
+                elif event.is_error():
+                    yield event.frame()  # the engine failed after tokens were sent; the client sees its error
                     break
-                self._shape(event)
-                if isinstance(event.get("usage"), dict):
-                    self.usage = event["usage"]
-                if not wants_usage:
-                    event.pop("usage", None)
-                if event.get("choices"):
-                    now = time.perf_counter()
-                    if last_token_at is None:
-                        metrics.ttft.labels(self.tenant).observe(now - self.started)
-                    else:
-                        metrics.itl.labels(self.tenant).observe(now - last_token_at)
-                    last_token_at = now
-                    yield sse(event)
-                elif (wants_usage and "usage" in event) or (wants_stats and "metrics" in event):
-                    yield sse(event)
+                else:
+                    frame = self._rewrite(event.data, wants_usage)
+                    if frame is not None:
+                        if event.data.get("choices"):
+                            clock.tick()
+                        yield frame
                 event = await anext(events, None)
             yield sse("[DONE]")
             done = True
@@ -169,9 +210,21 @@ class Relay:
             yield sse("[DONE]")
             done = True
         finally:
-            with anyio.CancelScope(shield=True):
-                if not done:
-                    metrics.client_aborts.labels(self.tenant).inc()
-                await events.aclose()  # a stream closed early aborts the engine request (engine_client.stream)
-                metrics.in_flight.labels(self.tenant).dec()
-                await self._settle(200 if done else 499)
+            await self._finish(done)
+
+
+class _TokenClock:
+    """TTFT at the first streamed token, inter-token latency after it (the histogram child looked up once)."""
+
+    def __init__(self, metrics, tenant: str, started: float) -> None:
+        self.metrics, self.tenant, self.started = metrics, tenant, started
+        self.itl = metrics.itl.labels(tenant)
+        self.last: float | None = None
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        if self.last is None:
+            self.metrics.ttft.labels(self.tenant).observe(now - self.started)
+        else:
+            self.itl.observe(now - self.last)
+        self.last = now

@@ -9,6 +9,7 @@ from service.gateway.config import GatewayConfig
 from service.gateway.engine_client import EngineClient
 from service.gateway.limits import RateLimiter
 from service.gateway.metrics import GatewayMetrics
+from service.gateway.overload import InFlight
 from service.gateway.tenants import TenantRegistry
 
 
@@ -19,6 +20,7 @@ class GatewayState:
     limiter: RateLimiter  # Redis or in-process token buckets
     engine: EngineClient  # SGLang replicas
     metrics: GatewayMetrics  # this instance's Prometheus registry
+    in_flight: InFlight  # outstanding requests/tokens against the replica pool and tenant bounds
     clock: Callable[[], float]  # seconds since the epoch; injected so tests can pin rate-limit windows
 
     def served_models(self) -> tuple[str, ...]:

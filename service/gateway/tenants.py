@@ -45,12 +45,14 @@ class Tenant:
     allowed_policies: tuple[str, ...] = ()  # policy names a request may pick ("*": any); () = only `policy`
     max_k: int | None = None  # draft tokens, ceiling on K for every request of the tenant; None = the engine's
     min_expert_budget: int | None = None  # experts per MoE layer, the lowest budget a request may ask; None = any
+    max_in_flight: int | None = None  # requests outstanding at once; None: the gateway's default (overload.py)
+    max_in_flight_tokens: int | None = None  # tokens (admission estimate) outstanding at once; None: the default
 
 
 _SLO_FIELDS = {"name", "ttft_ms", "tpot_ms"}
 _SPECULATION_FIELDS = {"allowed_policies", "max_k", "min_expert_budget"}
 _TENANT_FIELDS = {"name", "key_sha256", "rpm", "tpm", "priority", "slo", "policy", "allow_lossy_budget"}
-_TENANT_FIELDS |= _SPECULATION_FIELDS
+_TENANT_FIELDS |= _SPECULATION_FIELDS | {"max_in_flight", "max_in_flight_tokens"}
 
 
 def tenant_from_dict(raw: Any) -> Tenant:
@@ -88,7 +90,18 @@ def tenant_from_dict(raw: Any) -> Tenant:
     lossy = raw.get("allow_lossy_budget", False)
     if not isinstance(lossy, bool):
         raise ValueError(f"tenant {name!r}: 'allow_lossy_budget' must be true or false")
-    return Tenant(name, tuple(hashes), raw["rpm"], raw["tpm"], priority, slo, policy, lossy, **_speculation(name, raw))
+    return Tenant(
+        name,
+        tuple(hashes),
+        raw["rpm"],
+        raw["tpm"],
+        priority,
+        slo,
+        policy,
+        lossy,
+        **_speculation(name, raw),
+        **_in_flight_bounds(name, raw),
+    )
 
 
 def _speculation(name: str, raw: dict) -> dict[str, Any]:
@@ -106,6 +119,16 @@ def _speculation(name: str, raw: dict) -> dict[str, Any]:
     return {"allowed_policies": tuple(allowed), **{k: raw.get(k) for k in bounds}}
 
 
+def _in_flight_bounds(name: str, raw: dict) -> dict[str, int | None]:
+    bounds = {}
+    for bound in ("max_in_flight", "max_in_flight_tokens"):
+        value = raw.get(bound)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise ValueError(f"tenant {name!r}: {bound!r} must be a positive integer or absent")
+        bounds[bound] = value
+    return bounds
+
+
 def tenant_to_dict(tenant: Tenant) -> dict[str, Any]:
     """The YAML/JSON form of a tenant (key digests included, never keys)."""
     return {
@@ -120,6 +143,8 @@ def tenant_to_dict(tenant: Tenant) -> dict[str, Any]:
         "allowed_policies": list(tenant.allowed_policies),
         "max_k": tenant.max_k,
         "min_expert_budget": tenant.min_expert_budget,
+        "max_in_flight": tenant.max_in_flight,
+        "max_in_flight_tokens": tenant.max_in_flight_tokens,
     }
 
 
@@ -139,6 +164,7 @@ class TenantRegistry:
     def __init__(self, tenants: tuple[Tenant, ...] = ()) -> None:
         self._by_name: dict[str, Tenant] = {}
         self._by_hash: dict[str, str] = {}
+        self.priorities: tuple[int, ...] = ()  # distinct tenant priorities, highest first (overload.py's classes)
         for tenant in tenants:
             self.put(tenant, replace=False)
 
@@ -154,6 +180,7 @@ class TenantRegistry:
         self._by_name[tenant.name] = tenant
         for digest in tenant.key_hashes:
             self._by_hash[digest] = tenant.name
+        self._rank()
 
     def remove(self, name: str) -> bool:
         tenant = self._by_name.pop(name, None)
@@ -161,7 +188,11 @@ class TenantRegistry:
             return False
         for digest in tenant.key_hashes:
             self._by_hash.pop(digest, None)
+        self._rank()
         return True
+
+    def _rank(self) -> None:
+        self.priorities = tuple(sorted({t.priority for t in self._by_name.values()}, reverse=True))
 
     def get(self, name: str) -> Tenant | None:
         return self._by_name.get(name)

@@ -11,6 +11,7 @@ Output: token i of a reply is the string `" t{i}"`; a prompt is counted as one t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -35,6 +36,8 @@ class Script:
     stream_error: str | None = None  # streaming: answer 200 then one error event with this message (SGLang does this
     # for errors raised after the stream opened)
     die_after_tokens: int | None = None  # streaming: drop the connection after this many tokens
+    max_running: int | None = None  # requests generated at once (the rest wait, as in SGLang); None: unbounded
+    kv_tokens: int | None = None  # KV-cache size reported at /server_info (max_total_num_tokens)
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Record:
     """What the double saw."""
 
     requests: list[dict] = field(default_factory=list)  # bodies of generation requests, in arrival order
+    headers: list[dict] = field(default_factory=list)  # their HTTP headers, same order
     aborts: list[str] = field(default_factory=list)  # rids sent to /abort_request
     disconnects: list[str] = field(default_factory=list)  # rids whose stream the caller closed before the end
     completed: list[str] = field(default_factory=list)  # rids streamed or answered to the end
@@ -108,6 +112,27 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
     async def models():
         return {"object": "list", "data": [{"id": script.model, "object": "model", "owned_by": "sglang"}]}
 
+    @app.get("/server_info")
+    async def server_info():
+        # The two fields of SGLang's /server_info the gateway reads (overload.py); SGLang nests max_running_requests
+        # in internal_states (per data-parallel rank).
+        return {
+            "max_total_num_tokens": script.kv_tokens,
+            "internal_states": [{"max_running_requests": script.max_running}],
+        }
+
+    running = {"slots": None}  # the semaphore of max_running, made inside the serving loop
+
+    @contextlib.asynccontextmanager
+    async def slot():
+        if script.max_running is None:
+            yield
+            return
+        if running["slots"] is None:
+            running["slots"] = asyncio.Semaphore(script.max_running)
+        async with running["slots"]:
+            yield
+
     @app.get("/get_model_info")
     async def model_info():
         return {"model_path": script.model, "is_generation": True}
@@ -120,6 +145,7 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
     async def generate(request: Request, chat: bool):
         body = await request.json()
         record.requests.append(body)
+        record.headers.append(dict(request.headers))
         rid = body.get("rid") or f"double-{len(record.requests)}"
         if script.fail_status is not None:
             return JSONResponse(
@@ -141,7 +167,8 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
             sglext = {"sglext": {"spec_tokens_details": _spec(n_tokens)}}
             spec_metrics = {"metrics": {"speculative_decoding": _stats(body, n_tokens)}}
         if not body.get("stream"):
-            await asyncio.sleep(script.first_token_delay_s + script.token_delay_s * n_tokens)
+            async with slot():
+                await asyncio.sleep(script.first_token_delay_s + script.token_delay_s * n_tokens)
             text = "".join(f" t{i}" for i in range(n_tokens))
             choice = {"index": 0, "finish_reason": "length", "logprobs": None}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
@@ -160,6 +187,11 @@ def create_engine_double(script: Script | None = None, record: Record | None = N
             )
 
         async def events():
+            async with slot():
+                async for event in generated():
+                    yield event
+
+        async def generated():
             finished = False
             try:
                 await asyncio.sleep(script.first_token_delay_s)
@@ -232,8 +264,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-delay", type=float, default=0.0, help="seconds between streamed tokens")
     parser.add_argument("--model", default="tiny-moe")
+    parser.add_argument("--first-token-delay", type=float, default=0.0, help="seconds before the first token")
+    parser.add_argument("--max-running", type=int, default=None, help="requests generated at once (the rest wait)")
+    parser.add_argument("--kv-tokens", type=int, default=None, help="KV size reported at /server_info")
     args = parser.parse_args(argv)
-    script = Script(model=args.model, token_delay_s=args.token_delay, context_len=1 << 30)
+    script = Script(model=args.model, token_delay_s=args.token_delay, context_len=1 << 30,
+                    first_token_delay_s=args.first_token_delay, max_running=args.max_running,
+                    kv_tokens=args.kv_tokens)  # fmt: skip
     uvicorn.run(create_engine_double(script), host="127.0.0.1", port=args.port, log_level="warning")
 
 

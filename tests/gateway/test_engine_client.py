@@ -70,7 +70,7 @@ def test_retry_on_replica_that_failed_before_any_token(stream):
             )
             assert response.status_code == 200, response.text
         assert len(good_record.requests) == 3
-        assert len(bad_record.requests) == 1  # failed once, then marked unhealthy until a probe says otherwise
+        assert len(bad_record.requests) == 2  # failed twice in a row: cooling down until a probe says otherwise
 
 
 def test_unhealthy_replica_recovers_after_probe():
@@ -114,7 +114,7 @@ def test_least_outstanding_spreads_concurrent_streams():
     ],
 )
 def test_pick_replica(replicas, exclude, cap, expected):
-    picked = pick_replica(replicas, exclude, cap)
+    picked = pick_replica(replicas, exclude, lambda r: r.outstanding < cap)
     assert (picked.url if picked else None) == expected
 
 
@@ -163,6 +163,8 @@ def test_slow_health_probe_takes_a_replica_out_only_after_consecutive_timeouts()
     answers = []
 
     def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/health":
+            return httpx.Response(200, json={"data": [{"id": "m"}], "max_total_num_tokens": 4096})
         if answers.pop(0) == "timeout":
             raise httpx.ReadTimeout("slow", request=request)
         return httpx.Response(200, json={"data": [{"id": "m"}]})
@@ -177,7 +179,17 @@ def test_slow_health_probe_takes_a_replica_out_only_after_consecutive_timeouts()
     async def scenario():
         assert await probe("timeout")  # one slow answer: still in
         assert not await probe("timeout")  # two in a row: out
-        assert await probe("ok", "ok")  # an answer (health + models) brings it back and resets the count
+        assert await probe("ok")  # an answer brings it back and resets the count
         assert await probe("timeout")
 
     asyncio.run(scenario())
+
+
+def test_one_failure_does_not_take_the_only_replica_out(gateway, fresh_engine):
+    """A single failed request moves on (here: nowhere else, so 503) but the replica stays in: the next request is
+    served at once, not after the failure cooldown."""
+    fresh_engine[0].fail_status = 500
+    body = {"model": "tiny-moe", "prompt": "hi", "max_tokens": 2}
+    assert httpx.post(gateway + "/v1/completions", json=body, headers=AUTH).status_code == 503
+    fresh_engine[0].fail_status = None
+    assert httpx.post(gateway + "/v1/completions", json=body, headers=AUTH).status_code == 200

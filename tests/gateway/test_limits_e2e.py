@@ -10,6 +10,7 @@ import httpx
 
 from service.gateway.app import create_app
 from service.gateway.config import LimitsConfig
+from service.gateway.limits_outage import OutageConfig
 from tests.gateway.conftest import ACME, KEY, gateway_config
 from tests.gateway.servers import serve
 from tests.gateway.test_limits import REDIS_URL, needs_redis
@@ -22,7 +23,9 @@ def test_no_over_admission_across_two_gateways(fresh_engine):
     _, record, engine_url = fresh_engine
     prefix = f"moe_serve_test:{uuid.uuid4().hex}"
     config = gateway_config(
-        (engine_url,), tenants=(replace(ACME, rpm=50),), limits=LimitsConfig(redis_url=REDIS_URL, key_prefix=prefix)
+        (engine_url,),
+        tenants=(replace(ACME, rpm=50),),
+        limits=LimitsConfig(redis_url=REDIS_URL, key_prefix=prefix, outage=OutageConfig(mode="closed", timeout_s=30.0)),
     )
     with (
         serve(create_app(config, clock=lambda: FIXED_NOW)) as a,

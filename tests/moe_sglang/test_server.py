@@ -44,7 +44,9 @@ def test_an_explicit_port_is_never_changed(monkeypatch, tmp_path):
         server, "server_command", lambda config: ([sys.executable, "-c", FAKE_SERVER, str(config.port)], None)
     )
     config = EngineConfig(model_path="/m", device="cpu", port=taken.getsockname()[1])
-    with pytest.raises(server.EngineStartError, match="already in use"):
-        with server.running_engine(config, log_path=tmp_path / "engine.log", timeout=30):
-            pass
+    with (
+        pytest.raises(server.EngineStartError, match="already in use"),
+        server.running_engine(config, log_path=tmp_path / "engine.log", timeout=30),
+    ):
+        pass
     taken.close()
