@@ -47,6 +47,7 @@ def speculation(algorithm: str, draft: Path) -> SpeculationConfig:
 
 
 def engine(model: Path, spec: SpeculationConfig, layout: str, threads: int) -> EngineConfig:
+    """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike."""
     return EngineConfig(
         model_path=str(model),
         port=0,
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = (2,) if args.quick else (1, 8)
     prompts = as_token_ids(prompt_sets(16, 160 if args.quick else 400), model, 96)["mixed"]
     configs = {
-        "plain": EngineConfig(model_path=str(model), port=0, max_running_requests=16, threads=args.engine_threads),
+        "plain": engine(model, SpeculationConfig("none"), "ragged", args.engine_threads),
         "ngram": engine(model, speculation("ngram", args.draft), "ragged", args.engine_threads),
         "standalone": engine(model, speculation("standalone", args.draft), "ragged", args.engine_threads),
         "ngram-rectangular": engine(model, speculation("ngram", args.draft), "rectangular", args.engine_threads),

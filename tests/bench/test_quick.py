@@ -87,6 +87,26 @@ def test_replay(bundled_model, results):
         assert r["tpot_p50_ms"] > 0
 
 
+@pytest.mark.sglang
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_SGLANG, reason="SGLang is not installed (run scripts/setup.sh)")
+def test_spec_overhead(bundled_model, results):
+    from bench import spec_overhead
+
+    folder = results / "spec_overhead"
+    assert spec_overhead.main(["--quick", "--model", str(bundled_model), "--out", str(folder)]) == 0
+    data = json.loads((folder / "spec_overhead.json").read_text())
+    assert {r["variant"] for r in data["k0_rows"]} == {"plain", "ngram-k0", "standalone-k0"}
+    assert all(r["verify_tokens"] == 0 for r in data["k0_rows"]), "K = 0 for everyone must run no verify"
+    assert {(s["variant"], s["metric"]) for s in data["k0_summary"]} == {
+        (v, m) for v in ("ngram-k0", "standalone-k0") for m in ("tpot_ms", "cpu_ms_per_token")
+    }
+    for s in data["layout_summary"]:
+        # the same greedy steps on both layouts: ragged can only verify fewer tokens
+        assert 0 < s["ragged_verify_tokens"] <= s["rectangular_verify_tokens"], s
+    assert data["cpu"]["model"]
+
+
 def test_results_block_renders_from_bench_json(bundled_model, results):
     from bench._markdown import md_table
     from bench.run_all import COLUMNS, machine_facts, render
