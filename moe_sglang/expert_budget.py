@@ -50,16 +50,18 @@ class VerifyExperts:
         return tuple(int(u) for u in unique), dropped
 
 
-# The verify forward in flight in this thread, set by the speculative step around the target's verify forward and
-# read by the routing hook (topk_hook): routing has no extension point, and the MoE layer cannot see the step.
+# The target forward of the decode step in flight in this thread (a verify, or a plain decode), set by the
+# speculative step around it and read by the routing hook (topk_hook): routing has no extension point, and the MoE
+# layer cannot see the step.
 _VERIFY: ContextVar[VerifyExperts | None] = ContextVar("moe_serve_verify_experts", default=None)
 
 
 @contextmanager
-def verify_scope(
+def routing_scope(
     budget: tuple[int, ...] | None, mode: str, token_weights: torch.Tensor | None = None
 ) -> Iterator[VerifyExperts]:
-    """Routing inside the block is a verify forward's: budgeted (when `budget` is set) and counted."""
+    """Routing inside the block is the step's target forward's: counted, and budgeted when `budget` is set (verify
+    forwards only: a plain decode gets no budget)."""
     scope = VerifyExperts(budget=budget, mode=mode, token_weights=token_weights)
     token = _VERIFY.set(scope)
     try:
@@ -75,7 +77,7 @@ TOPK_TARGETS = tuple(f"sglang.srt.layers.moe.topk.TopK.forward_{p}" for p in ("n
 
 
 def topk_hook(original, topk, hidden_states, router_logits, *args, **kwargs):
-    """AROUND hook of TopK.forward_*: outside a verify forward (prefill, plain decode, the draft model) routing
+    """AROUND hook of TopK.forward_*: outside a decode step's target forward (prefill, the draft model) routing
     passes through untouched."""
     out = original(topk, hidden_states, router_logits, *args, **kwargs)
     scope = _VERIFY.get()

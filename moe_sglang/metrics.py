@@ -156,7 +156,7 @@ class SpecMetrics:
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"
         if len({k == 0 for k in chosen}) == 2:
             self.mixed.inc()
-        for unique in stats.unique_experts:
+        for unique in () if stats.plain else stats.unique_experts:  # verify forwards only (the metric's meaning)
             self.unique.labels(batch_policy).observe(unique)
         if dropped:
             self.dropped.labels(batch_policy).inc(dropped)

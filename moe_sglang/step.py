@@ -41,7 +41,8 @@ class StepInFlight:
     verify_s: float = 0.0  # seconds in the target forward (verify, or plain decode)
     draft_steps: int = 0  # sequential draft forwards that depended on K (STANDALONE); 0 for NGRAM's fixed lookup
     verify_width: int = 0  # tokens per request of a rectangular / fixed verify layout; 0 = ragged (k_i + 1 each)
-    unique_experts: tuple[int, ...] = ()  # [num_layers] experts the verify forward computed
+    plain: bool = False  # the target ran a plain decode (nobody verified a draft)
+    unique_experts: tuple[int, ...] = ()  # [num_layers] experts the target forward computed
     dropped_experts: int = 0  # experts the budget kept out, over all layers
 
     def ceilings(self) -> list[int]:
@@ -123,6 +124,7 @@ class SpecRuntime:
             context_tokens=step.context_tokens,
             draft_steps=step.draft_steps,
             verify_width=step.verify_width,
+            plain=step.plain,
         )
         plan = step.plan
         for name in dict.fromkeys(plan.policies):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from moe_sglang.accept import StepOutput, accept_on_dense_rows, forward_lens
-from moe_sglang.expert_budget import verify_scope
+from moe_sglang.expert_budget import routing_scope
 from moe_sglang.plain_decode import last_tokens, run_plain_decode
 from moe_sglang.ragged import RaggedVerify, parents_precede_children
 from moe_sglang.step import StepInFlight
@@ -44,8 +44,11 @@ class DraftTrees:
 def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
     start = time.perf_counter()
     roots = last_tokens(batch.reqs, worker.device)
-    plain = run_plain_decode(worker.target_worker, batch, roots)
+    with routing_scope(None, worker.settings.budget_mode) as experts:  # counted: the policies price what it read
+        plain = run_plain_decode(worker.target_worker, batch, roots)
+        step.unique_experts = experts.counts()[0]
     step.verify_s += time.perf_counter() - start
+    step.plain = True
     worker.spec_runtime.count_forward("decode", roots.numel())
     return StepOutput.plain(batch, plain, _stride(worker), worker.speculative_num_draft_tokens)
 
@@ -113,7 +116,7 @@ def _verify_forward(worker, batch, step: StepInFlight, verify: RaggedVerify, acc
     weights = None if verify.lens == accept.lens else verify.acceptable(accept.lens)
     worker.spec_runtime.count_forward("verify", batch.input_ids.numel())  # the forward's own input rows
     start = time.perf_counter()
-    with verify_scope(step.plan.expert_budget, worker.settings.budget_mode, weights) as experts:
+    with routing_scope(step.plan.expert_budget, worker.settings.budget_mode, weights) as experts:
         result = worker.target_worker.forward_batch_generation(batch, is_verify=True)
         step.unique_experts, step.dropped_experts = experts.counts()
     step.verify_s += time.perf_counter() - start

@@ -7,6 +7,9 @@
 Real routers have token-to-expert affinity: consecutive tokens of one request tend to reuse experts (Cascade §2,
 MoESD). `StepTimeModel` counts a request's extra verify tokens as (1 - a) fresh routings each, i.e.
 N = E·(1 - (1 - k/E)^F), F = B + (n - B)·(1 - a), and learns a from measured unique experts by inverting N.
+An engine that runs a plain decode when nobody verifies a draft (moe-serve's) skips the verify path's fixed work
+(tree bookkeeping, acceptance, the KV move): `verify_extra` and a separate per-step overhead price that difference,
+so switching a whole batch from K = 0 to K = 1 costs what it costs.
 """
 
 from __future__ import annotations
@@ -81,7 +84,9 @@ class StepCoefficients:
     per_expert: float  # seconds per distinct expert loaded, summed over layers
     per_draft_step: float  # seconds per sequential draft step
     per_draft_token: float  # seconds per drafted token
-    other: float  # seconds per step outside draft and verify
+    other: float  # seconds per step outside draft and target forward, for a step that verified drafts
+    verify_extra: float = 0.0  # seconds a verify forward costs beyond a plain decode forward of the same tokens
+    plain_other: float | None = None  # seconds per plain-decode step outside the target forward; None = `other`
 
 
 class StepTimeModel:
@@ -101,7 +106,7 @@ class StepTimeModel:
         self._ridge = ridge  # weight of the prior, in units of squared normalised features
         self._verify_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
-        self._other: float | None = None
+        self._other: dict[bool, float] = {}  # plain step or not -> EMA of seconds outside draft and target forward
         self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
@@ -116,15 +121,18 @@ class StepTimeModel:
         return self.shape.num_layers * per_layer
 
     def verify_time(self, tokens: int, requests: int, budget: int | None = None) -> float:
+        """The target forward: a plain decode when no request verifies a draft (tokens == requests)."""
         c = self.coef
-        return c.verify_fixed + c.per_token * tokens + c.per_expert * self.experts(tokens, requests, budget)
+        extra = 0.0 if tokens <= requests else c.verify_extra
+        return c.verify_fixed + extra + c.per_token * tokens + c.per_expert * self.experts(tokens, requests, budget)
 
     def step_time(
         self, tokens: int, requests: int, draft_steps: int, draft_tokens: int, budget: int | None = None
     ) -> float:
         c = self.coef
         draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
-        return self.verify_time(tokens, requests, budget) + draft + c.other
+        other = c.plain_other if tokens <= requests and c.plain_other is not None else c.other
+        return self.verify_time(tokens, requests, budget) + draft + other
 
     def add(
         self,
@@ -136,11 +144,13 @@ class StepTimeModel:
         verify_s: float,
         draft_s: float,
         other_s: float,
+        plain: bool = False,
     ) -> None:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
-        draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`."""
-        if tokens not in self._sizes_seen:
-            self._sizes_seen.add(tokens)
+        draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`.
+        `plain`: the target ran a plain decode (no verify path)."""
+        if (tokens, plain) not in self._sizes_seen:
+            self._sizes_seen.add((tokens, plain))
             return
         if unique_experts:
             mean_unique = sum(unique_experts) / len(unique_experts)
@@ -151,16 +161,17 @@ class StepTimeModel:
             total = float(sum(unique_experts)) * self.shape.num_layers / len(unique_experts)
         else:
             total = self.experts(tokens, requests)
-        self._verify_rows.append(([1.0, float(tokens), total], verify_s))
+        self._verify_rows.append(([1.0, 0.0 if plain else 1.0, float(tokens), total], verify_s))
         if draft_steps:
             self._draft_rows.append(([float(draft_steps), float(draft_tokens)], draft_s))
         else:
             other_s += draft_s
-        self._other = other_s if self._other is None else 0.9 * self._other + 0.1 * other_s
+        last = self._other.get(plain)
+        self._other[plain] = other_s if last is None else 0.9 * last + 0.1 * other_s
 
     def refit(self) -> None:
         p = self._prior
-        verify = (p.verify_fixed, p.per_token, p.per_expert)
+        verify = (p.verify_fixed, p.verify_extra, p.per_token, p.per_expert)
         draft = (p.per_draft_step, p.per_draft_token)
         if self._verify_rows:
             verify = fit_scaled(self._verify_rows, verify, self._ridge)
@@ -168,11 +179,14 @@ class StepTimeModel:
             draft = fit_scaled(self._draft_rows, draft, self._ridge)
         elif self._verify_rows:
             draft = (0.0, 0.0)  # steps measured, none with decision-dependent drafting: drafting is in `other`
+        other = self._other.get(False, self._other.get(True, p.other))
         self.coef = StepCoefficients(
             verify_fixed=max(verify[0], 0.0),
-            per_token=max(verify[1], 0.0),
-            per_expert=max(verify[2], 0.0),
+            verify_extra=max(verify[1], 0.0),
+            per_token=max(verify[2], 0.0),
+            per_expert=max(verify[3], 0.0),
             per_draft_step=max(draft[0], 0.0),
             per_draft_token=max(draft[1], 0.0),
-            other=p.other if self._other is None else self._other,
+            other=other,
+            plain_other=self._other.get(True, p.plain_other),
         )

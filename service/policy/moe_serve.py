@@ -271,6 +271,7 @@ class MoeServePolicy:
             stats.verify_s,
             stats.draft_s,
             stats.other_s,
+            stats.plain,
         )
         self._steps += 1
         if self._steps % self.refit_every == 0:

@@ -119,6 +119,7 @@ class StepStats:
     draft_steps: int = 0  # sequential draft forwards that depended on the decision (the largest K drafted); 0 when
     # the drafter's work is fixed per step (the SGLang engine): draft_s then counts as fixed step cost
     verify_width: int = 0  # tokens per request in a rectangular verify; 0 = each request verified its k + 1
+    plain: bool = False  # the target ran a plain decode forward (nobody verified a draft): no verify bookkeeping
 
     @property
     def step_s(self) -> float:  # seconds, wall time of the whole step

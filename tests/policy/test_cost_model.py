@@ -67,7 +67,14 @@ def test_target_efficiency_and_speedup():
 
 
 TRUTH = StepCoefficients(
-    verify_fixed=2e-3, per_token=3e-5, per_expert=4.5e-5, per_draft_step=4e-4, per_draft_token=1e-5, other=5e-4
+    verify_fixed=2e-3,
+    per_token=3e-5,
+    per_expert=4.5e-5,
+    per_draft_step=4e-4,
+    per_draft_token=1e-5,
+    other=5e-4,
+    verify_extra=1e-3,
+    plain_other=2e-4,
 )
 
 
@@ -75,14 +82,18 @@ def synthetic_steps(model, truth, affinity, rng, n, noise=0.0):
     shape = model.shape
     for _ in range(n):
         batch = rng.randint(1, 16)
-        ks = [rng.randint(0, 5) for _ in range(batch)]
+        plain = rng.random() < 0.3  # a step where nobody speculated: a plain decode
+        ks = [0 if plain else rng.randint(0, 5) for _ in range(batch)]
+        plain = sum(ks) == 0
         tokens = batch + sum(ks)
         fresh = batch + sum(ks) * (1 - affinity)
         unique = [round(expected_experts(fresh, shape.num_experts, shape.top_k))] * shape.num_layers
         verify = truth.verify_fixed + truth.per_token * tokens + truth.per_expert * sum(unique)
+        verify += 0.0 if plain else truth.verify_extra
         draft = truth.per_draft_step * max(ks) + truth.per_draft_token * sum(ks)
         jitter = 1 + rng.gauss(0, noise)
-        model.add(tokens, batch, unique, max(ks), sum(ks), verify * jitter, draft * jitter, truth.other)
+        other = truth.plain_other if plain else truth.other
+        model.add(tokens, batch, unique, max(ks), sum(ks), verify * jitter, draft * jitter, other, plain)
 
 
 @pytest.mark.parametrize(("noise", "rel"), [(0.0, 0.02), (0.02, 0.15)])
@@ -91,7 +102,8 @@ def test_fit_recovers_known_coefficients(noise, rel):
     model = StepTimeModel(MoeShape(64, 8, 4), prior, window=400, ridge=1e-6)
     synthetic_steps(model, TRUTH, affinity=0.4, rng=random.Random(3), n=400, noise=noise)
     model.refit()
-    for name in ("verify_fixed", "per_token", "per_expert", "per_draft_step", "per_draft_token", "other"):
+    names = ("verify_fixed", "verify_extra", "per_token", "per_expert", "per_draft_step", "per_draft_token")
+    for name in (*names, "other", "plain_other"):
         assert getattr(model.coef, name) == pytest.approx(getattr(TRUTH, name), rel=rel), name
     assert model.affinity == pytest.approx(0.4, abs=0.05)
 
@@ -100,7 +112,9 @@ def test_predicted_step_time_uses_fitted_coefficients_and_budget():
     model = StepTimeModel(MoeShape(64, 8, 4), TRUTH)
     t = model.step_time(tokens=16, requests=8, draft_steps=1, draft_tokens=8)
     experts = 4 * expected_experts(16, 64, 8)
-    assert t == pytest.approx(2e-3 + 3e-5 * 16 + 4.5e-5 * experts + 4e-4 + 8e-5 + 5e-4)
+    assert t == pytest.approx(2e-3 + 1e-3 + 3e-5 * 16 + 4.5e-5 * experts + 4e-4 + 8e-5 + 5e-4)
+    plain = model.step_time(tokens=8, requests=8, draft_steps=0, draft_tokens=0)
+    assert plain == pytest.approx(2e-3 + 3e-5 * 8 + 4.5e-5 * 4 * expected_experts(8, 64, 8) + 2e-4)
     assert model.experts(16, 8, budget=20) == 4 * 20  # the budget caps each layer
     assert math.isclose(model.experts(8, 8), 4 * expected_experts(8, 64, 8))
 
@@ -119,3 +133,17 @@ def test_fixed_drafting_counts_as_step_overhead():
     assert model.coef.per_draft_step == 0.0 and model.coef.per_draft_token == 0.0
     assert model.coef.other == pytest.approx(0.004)
     assert model.step_time(8, 2, draft_steps=3, draft_tokens=6) == pytest.approx(model.verify_time(8, 2) + 0.004)
+
+
+def test_a_plain_step_is_priced_without_the_verify_path():
+    """Steps where nobody speculated ran a plain decode: the model learns what the verify path adds over it."""
+    model = StepTimeModel(MoeShape(64, 8, 4), StepCoefficients(1e-3, 1e-5, 1e-5, 0.0, 0.0, 1e-3), ridge=1e-6)
+    rng = random.Random(0)
+    for _ in range(60):
+        batch = rng.randint(1, 8)
+        model.add(batch, batch, [8] * 4, 0, 0, verify_s=0.004, draft_s=0.0, other_s=0.0005, plain=True)
+        model.add(3 * batch, batch, [8] * 4, 0, 0, verify_s=0.006, draft_s=0.0, other_s=0.002)
+    model.refit()
+    assert model.coef.verify_extra == pytest.approx(0.002, rel=0.05)
+    assert model.coef.plain_other == pytest.approx(0.0005) and model.coef.other == pytest.approx(0.002)
+    assert model.step_time(4, 4, 0, 0) < model.step_time(5, 4, 1, 1) - 0.003
