@@ -47,11 +47,13 @@ def speculation(algorithm: str, draft: Path) -> SpeculationConfig:
 
 
 def engine(model: Path, spec: SpeculationConfig, layout: str, threads: int) -> EngineConfig:
-    """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike."""
+    """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike;
+    a small KV pool (16 requests of the 256-token context fit), so three engines fit beside other jobs."""
     return EngineConfig(
         model_path=str(model),
         port=0,
         max_running_requests=16,
+        max_total_tokens=8192,
         speculation=spec,
         threads=threads,
         settings=EngineSettings(verify_layout=layout),
@@ -132,16 +134,13 @@ def ratio_summary(rows: list[dict], metrics=("tpot_ms", "cpu_ms_per_token")) -> 
     return out
 
 
-def layout_rows(urls: dict[str, str], prompts: list, tokens: int, repeats: int) -> list[dict]:
-    """The mixed-K batch on ragged and rectangular engines of each drafter, rounds alternating the order."""
-    rows = []
-    for algorithm in ("ngram", "standalone"):
-        order = ["ragged", "rectangular"]
-        for round_ in range(repeats):
-            for layout in order if round_ % 2 == 0 else order[::-1]:
-                url = urls[algorithm] if layout == "ragged" else urls[f"{algorithm}-rectangular"]
-                results = _mixed_batch(url, prompts, tokens)
-                rows.append({"drafter": algorithm, "layout": layout, "round": round_, **results})
+def layout_rows(urls: dict[str, str], drafter: str, prompts: list, tokens: int, repeats: int) -> list[dict]:
+    """The mixed-K batch on the ragged and rectangular engines of one drafter, rounds alternating the order."""
+    rows, order = [], ["ragged", "rectangular"]
+    for round_ in range(repeats):
+        for layout in order if round_ % 2 == 0 else order[::-1]:
+            results = _mixed_batch(urls[layout], prompts, tokens)
+            rows.append({"drafter": drafter, "layout": layout, "round": round_, **results})
     return rows
 
 
@@ -206,22 +205,20 @@ def main(argv: list[str] | None = None) -> int:
     tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
     batches = (2,) if args.quick else (1, 8)
     prompts = as_token_ids(prompt_sets(16, 160 if args.quick else 400), model, 96)["mixed"]
-    configs = {
-        "plain": engine(model, SpeculationConfig("none"), "ragged", args.engine_threads),
-        "ngram": engine(model, speculation("ngram", args.draft), "ragged", args.engine_threads),
-        "standalone": engine(model, speculation("standalone", args.draft), "ragged", args.engine_threads),
-        "ngram-rectangular": engine(model, speculation("ngram", args.draft), "rectangular", args.engine_threads),
-        "standalone-rectangular": engine(
-            model, speculation("standalone", args.draft), "rectangular", args.engine_threads
-        ),
-    }
-    with contextlib.ExitStack() as stack:
-        urls = {
-            name: stack.enter_context(running_engine(config, log_path=folder / f"engine-{name}.log"))
-            for name, config in configs.items()
-        }
+    threads = args.engine_threads
+    specs = {"ngram": speculation("ngram", args.draft), "standalone": speculation("standalone", args.draft)}
+    # at most three engines at once: each holds ~3 GB (SGLang's processes), and the machine has other jobs
+    with _engines(
+        folder,
+        {"plain": engine(model, SpeculationConfig("none"), "ragged", threads)}
+        | {name: engine(model, spec, "ragged", threads) for name, spec in specs.items()},
+    ) as urls:
         rows = k0_rows(urls, prompts, tokens, batches, repeats)
-        layouts = layout_rows(urls, prompts, tokens, repeats)
+    layouts = []
+    for drafter, spec in specs.items():
+        configs = {layout: engine(model, spec, layout, threads) for layout in ("ragged", "rectangular")}
+        with _engines(folder, configs, prefix=f"{drafter}-") as urls:
+            layouts += layout_rows(urls, drafter, prompts, tokens, repeats)
     summary, saved = ratio_summary(rows), layout_summary(layouts)
     print(table(summary, ["variant", "batch", "metric", "median_ratio", "min_ratio", "max_ratio", "rounds"]))
     print(table(saved, list(saved[0])))
@@ -239,6 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"wrote {write_json(folder, 'spec_overhead', payload)}")
     return 0
+
+
+@contextlib.contextmanager
+def _engines(folder: Path, configs: dict[str, EngineConfig], prefix: str = ""):
+    with contextlib.ExitStack() as stack:
+        yield {
+            name: stack.enter_context(running_engine(config, log_path=folder / f"engine-{prefix}{name}.log"))
+            for name, config in configs.items()
+        }
 
 
 if __name__ == "__main__":
