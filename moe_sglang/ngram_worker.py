@@ -67,11 +67,11 @@ def _timed_lookup(worker, batch, step: StepInFlight) -> DraftTrees:
 
 def lookup(worker, reqs, rows: list[int]) -> DraftTrees:
     """NGRAM's trie lookup for the requests in `rows`; the others get root-only trees."""
+    if not rows:
+        return DraftTrees.nothing(len(reqs))  # nobody may draft: this step is a plain decode, no tree to build
     n = worker.draft_token_num
     roots = [req.output_ids[-1] if req.output_ids else req.origin_input_ids[-1] for req in reqs]
     trees = DraftTrees.roots_only(roots, n)
-    if not rows:
-        return trees
     tokens, mask = trees.tokens.reshape(len(reqs), n), trees.mask  # views: filled in place
     contexts = [_tail(reqs[i], worker.max_trie_depth) for i in rows]
     lengths = [len(reqs[i].origin_input_ids_unpadded) + len(reqs[i].output_ids) for i in rows]

@@ -33,19 +33,11 @@ def last_tokens(reqs, device) -> torch.Tensor:
 
 def run_plain_decode(target_worker, batch, roots: torch.Tensor) -> PlainDecode:
     """One DECODE forward + sampling over `batch` (a speculative decode batch, seq_lens = committed tokens)."""
-    from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     bs = len(batch.reqs)
-    loc = assign_extend_cache_locs_func(
-        req_pool_indices=batch.req_pool_indices,
-        req_to_token=batch.req_to_token_pool.req_to_token,
-        start_offset=batch.seq_lens,
-        end_offset=batch.seq_lens + 1,
-        batch_size=bs,
-        draft_token_num=1,
-        device=batch.device,
-    )
+    # the first slot the scheduler reserved for this step, [bs] int64 (one gather: no cache-location kernel needed)
+    loc = batch.req_to_token_pool.req_to_token[batch.req_pool_indices, batch.seq_lens].to(torch.int64)
     saved = _DecodeView.enter(batch, roots, loc)
     batch.forward_mode = ForwardMode.DECODE
     try:

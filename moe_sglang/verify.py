@@ -24,9 +24,14 @@ from moe_sglang.step import StepInFlight
 class DraftTrees:
     """One step's draft trees in the dense layout (host arrays)."""
 
-    tokens: np.ndarray  # [bs * n] int64, node 0 of each row = the request's root
-    mask: np.ndarray  # [bs, n, n] bool, [b, i, j] = node j is an ancestor of (or is) node i
+    tokens: np.ndarray | None  # [bs * n] int64, node 0 of each row = the request's root; None: no draft at all
+    mask: np.ndarray | None  # [bs, n, n] bool, [b, i, j] = node j is an ancestor of (or is) node i
     drafts: list[int]  # [bs] D_i: draft nodes in request i's tree (0 = none)
+
+    @classmethod
+    def nothing(cls, bs: int) -> DraftTrees:
+        """No request has a draft: the step will be a plain decode, which needs no tree."""
+        return cls(None, None, [0] * bs)
 
     @classmethod
     def roots_only(cls, roots: list[int], stride: int) -> DraftTrees:
@@ -60,6 +65,8 @@ def verify_step(worker, batch, step: StepInFlight, trees: DraftTrees, accept_len
     from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
     bs, n, device = len(batch.reqs), _stride(worker), worker.device
+    if trees.tokens is None:
+        raise ValueError("a verify step needs draft trees; a step without drafts is a plain decode")
     draft_tokens = torch.from_numpy(trees.tokens).to(device)  # [bs * n]
     tree_mask = torch.from_numpy(trees.mask.reshape(-1)).to(device)  # [bs * n * n]
     if not parents_precede_children(tree_mask.reshape(bs, n, n)):
