@@ -22,15 +22,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import httpx
 
 from service.gateway.config import EngineConfig
+from service.gateway.engine_http import AiohttpEngineHTTP, EngineHTTP, EngineHTTPError, EngineTimeout, HttpxEngineHTTP
 from service.gateway.overload import OverloadConfig, has_room
 from service.gateway.replicas import Replica, ReplicaStats, pick_replica
 from service.gateway.sse import EngineEvent, sse_payloads
 
 logger = logging.getLogger(__name__)
-POOL_SHARDS = 8  # HTTP clients (connection pools) the engine connections are spread over
 
 
 class EngineUnavailable(Exception):
@@ -72,40 +71,24 @@ class EngineClient:
         config: EngineConfig,
         *,
         overload: OverloadConfig | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport=None,
     ) -> None:
+        """`transport`: an httpx transport (tests: an in-process engine double); production leaves it None and
+        talks aiohttp (engine_http.py says why)."""
         if not config.urls:
             raise ValueError("engine: at least one replica URL is required")
         self.config = config
         self.overload = overload or OverloadConfig()
         self.replicas = [Replica(url.rstrip("/")) for url in config.urls]
-        self._transport = transport
-        self._clients: list[httpx.AsyncClient] = []  # made on first use, inside the serving event loop
-        self._next_client = 0
+        timeouts = (config.connect_timeout_s, config.read_timeout_s)
+        self._http: EngineHTTP = (
+            AiohttpEngineHTTP(*timeouts) if transport is None else HttpxEngineHTTP(transport, *timeouts)
+        )
         self._inflight: dict[str, Replica] = {}  # rid -> replica serving it, for abort()
         self._health_task: asyncio.Task | None = None
         self.models: tuple[str, ...] = ()  # model ids the replicas list at /v1/models, refreshed by probes
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
-    @property
-    def _http(self) -> httpx.AsyncClient:
-        """The next of POOL_SHARDS clients, round robin: httpcore scans its whole pool on every request and every
-        close, in time growing with idle x all connections (measured at 50 streams: a quarter of the gateway's CPU,
-        2 ms a request), so connections are spread over small pools."""
-        if not self._clients:
-            self._clients = [self._new_client() for _ in range(POOL_SHARDS)]
-        self._next_client = (self._next_client + 1) % POOL_SHARDS
-        return self._clients[self._next_client]
-
-    def _new_client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
-            transport=self._transport,
-            timeout=httpx.Timeout(self.config.read_timeout_s, connect=self.config.connect_timeout_s),
-            # Idle engine connections are dropped after 2 s, before SGLang's server (uvicorn: 5 s) drops them: the
-            # other way round a request can go out on a connection the engine is closing at that moment, and fail.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=8, keepalive_expiry=2.0),
-        )
-
     async def start(self) -> None:
         await self.probe_all()
         self._health_task = asyncio.create_task(self._health_loop())
@@ -116,9 +99,7 @@ class EngineClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._health_task
         self._health_task = None
-        for client in self._clients:
-            await client.aclose()
-        self._clients = []
+        await self._http.close()
 
     async def _health_loop(self) -> None:
         while True:
@@ -130,12 +111,12 @@ class EngineClient:
 
     async def _probe(self, replica: Replica) -> None:
         try:
-            health = await self._http.get(f"{replica.url}/health", timeout=self.config.health_timeout_s)
-            if health.status_code == 200 and not replica.healthy:
+            health = await self._http.request("GET", f"{replica.url}/health", timeout=self.config.health_timeout_s)
+            if health.status == 200 and not replica.healthy:
                 # Back from down (restarted: SGLang answers 503 until it has started): a failure before is explained
                 # by the outage, so it serves again now rather than after its cooldown.
                 replica.down_until, replica.failing = 0.0, 0
-            replica.healthy = health.status_code == 200
+            replica.healthy = health.status == 200
             replica.slow_probes = 0
             if not replica.healthy:
                 replica.engine_max_running = replica.engine_kv_tokens = None  # a restarted engine may differ
@@ -143,23 +124,25 @@ class EngineClient:
             if replica.engine_max_running is None:
                 await self._read_capacity(replica)
             if not self.models:
-                listed = await self._http.get(f"{replica.url}/v1/models", timeout=self.config.connect_timeout_s)
-                if listed.status_code == 200:
+                listed = await self._http.request(
+                    "GET", f"{replica.url}/v1/models", timeout=self.config.connect_timeout_s
+                )
+                if listed.status == 200:
                     self.models = tuple(m["id"] for m in listed.json().get("data", []) if "id" in m)
-        except httpx.TimeoutException:
+        except EngineTimeout:
             # A replica that answers slowly is busy, not down (a CPU engine under load can take seconds to answer
             # /health): it is taken out only after consecutive timeouts. A refusal or an error status counts at once.
             replica.slow_probes += 1
             replica.healthy = replica.slow_probes < self.config.slow_probes_before_unhealthy
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        except (EngineHTTPError, ValueError, KeyError, TypeError):
             replica.healthy = False
             replica.engine_max_running = replica.engine_kv_tokens = None
 
     async def _read_capacity(self, replica: Replica) -> None:
         """What the engine runs at once and its KV size, from SGLang's /server_info (overload.py's defaults).
         An engine without it (another OpenAI server) keeps None: the configured fallback bound applies."""
-        info = await self._http.get(f"{replica.url}/server_info", timeout=self.config.health_timeout_s)
-        if info.status_code != 200:
+        info = await self._http.request("GET", f"{replica.url}/server_info", timeout=self.config.health_timeout_s)
+        if info.status != 200:
             return
         payload = info.json()
         states = payload.get("internal_states") or [{}]
@@ -215,15 +198,15 @@ class EngineClient:
         while True:
             replica = self._take(tried, cost, rid)
             try:
-                response = await self._http.post(f"{replica.url}{path}", json=body)
+                response = await self._http.request("POST", f"{replica.url}{path}", json=body)
                 payload = response.json()
-                if response.status_code >= 500:
-                    raise _ReplicaFailed(f"HTTP {response.status_code}: {_error_message(payload, response.text)}")
-                if response.status_code >= 400:
-                    raise EngineRejected(response.status_code, _error_message(payload, response.text))
+                if response.status >= 500:
+                    raise _ReplicaFailed(f"HTTP {response.status}: {_error_message(payload, response.text)}")
+                if response.status >= 400:
+                    raise EngineRejected(response.status, _error_message(payload, response.text))
                 replica.failing = 0
                 return payload
-            except (httpx.TransportError, ValueError, _ReplicaFailed) as exc:
+            except (EngineHTTPError, ValueError, _ReplicaFailed) as exc:
                 self._fail(replica, repr(exc))
             finally:
                 self._give_back(replica, cost, rid)
@@ -240,17 +223,17 @@ class EngineClient:
             sent_any = False
             finished = False
             try:
-                async with self._http.stream("POST", f"{replica.url}{path}", json=body) as response:
-                    if response.status_code >= 400:
-                        raw = await response.aread()
+                async with self._http.stream(f"{replica.url}{path}", json=body) as response:
+                    if response.status >= 400:
+                        raw = await response.read()
                         try:
                             message = _error_message(json.loads(raw), raw.decode(errors="replace"))
                         except ValueError:
                             message = raw.decode(errors="replace")
-                        if response.status_code >= 500:
-                            raise _ReplicaFailed(f"HTTP {response.status_code}: {message}")
-                        raise EngineRejected(response.status_code, message)
-                    async for event in sse_payloads(response.aiter_bytes()):
+                        if response.status >= 500:
+                            raise _ReplicaFailed(f"HTTP {response.status}: {message}")
+                        raise EngineRejected(response.status, message)
+                    async for event in sse_payloads(response.chunks()):
                         if event is None:
                             finished = True  # what follows [DONE] is drained, and the connection kept
                             continue
@@ -272,7 +255,7 @@ class EngineClient:
             except EngineRejected:
                 finished = True  # the engine refused it: nothing runs there to abort
                 raise
-            except (httpx.TransportError, _ReplicaFailed) as exc:
+            except (EngineHTTPError, _ReplicaFailed) as exc:
                 if sent_any:
                     finished = True  # the engine already gave up; nothing to abort
                     raise EngineUnavailable(f"engine replica failed mid-stream: {exc!r}") from exc
@@ -295,8 +278,8 @@ class EngineClient:
 
     async def _abort_on(self, replica: Replica, rid: str) -> None:
         try:
-            await self._http.post(
-                f"{replica.url}/abort_request", json={"rid": rid}, timeout=self.config.connect_timeout_s
+            await self._http.request(
+                "POST", f"{replica.url}/abort_request", json={"rid": rid}, timeout=self.config.connect_timeout_s
             )
-        except httpx.HTTPError as exc:
+        except EngineHTTPError as exc:
             logger.warning("abort of %s on %s failed: %r", rid, replica.url, exc)

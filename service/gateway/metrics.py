@@ -84,7 +84,12 @@ class GatewayMetrics:
             registry=r,
         )
         # sum by (tenant) (rate(moe_serve:spec_accepted_drafts_total[5m])) / sum by (tenant) (rate(moe_serve:spec_proposed_drafts_total[5m]))
-        self.spec_proposed = Counter("moe_serve:spec_proposed_drafts", "Draft tokens proposed", ["tenant"], registry=r)
+        self.spec_proposed = Counter(
+            "moe_serve:spec_proposed_drafts",
+            "Draft tokens verified (the policy's cut; all proposed where the engine has no moe-serve plugin)",
+            ["tenant"],
+            registry=r,
+        )
         self.spec_accepted = Counter("moe_serve:spec_accepted_drafts", "Draft tokens accepted", ["tenant"], registry=r)
         # sum by (tenant) (rate(moe_serve:spec_verify_steps_total[5m]))
         self.spec_verify = Counter("moe_serve:spec_verify_steps", "Verify forward passes", ["tenant"], registry=r)
@@ -98,16 +103,26 @@ class GatewayMetrics:
         self.prompt_tokens.labels(tenant).inc(max(int(usage.get("prompt_tokens") or 0), 0))
         self.generation_tokens.labels(tenant).inc(max(int(usage.get("completion_tokens") or 0), 0))
 
-    def observe_spec(self, tenant: str, sglext: dict | None) -> None:
-        """Relay SGLang's SpecTokensDetails (one dict or one per choice) when the engine speculated."""
+    def observe_spec(self, tenant: str, sglext: dict | None, summary: dict | None = None) -> None:
+        """One request's speculation: the moe-serve plugin's summary (`metrics.speculative_decoding`: drafts
+        verified, as the policy cut them) where the engine sent one, else SGLang's SpecTokensDetails (one dict or
+        one per choice), which counts every draft the drafter proposed, verified or not."""
+        if isinstance(summary, dict) and summary.get("num_spec_steps"):
+            self._spec(tenant, summary["mean_acceptance_length"], summary["num_draft_tokens"],
+                       summary["num_accepted_draft_tokens"], summary["num_spec_steps"])  # fmt: skip
+            return
         details = (sglext or {}).get("spec_tokens_details")
         for item in details if isinstance(details, list) else [details]:
             if not isinstance(item, dict) or not item.get("spec_verify_ct"):
                 continue
-            self.spec_accept_length.labels(tenant).observe(float(item.get("spec_accept_length") or 0.0))
-            self.spec_proposed.labels(tenant).inc(int(item.get("spec_num_proposed_drafts") or 0))
-            self.spec_accepted.labels(tenant).inc(int(item.get("spec_num_correct_drafts") or 0))
-            self.spec_verify.labels(tenant).inc(int(item["spec_verify_ct"]))
+            self._spec(tenant, item.get("spec_accept_length") or 0.0, item.get("spec_num_proposed_drafts") or 0,
+                       item.get("spec_num_correct_drafts") or 0, item["spec_verify_ct"])  # fmt: skip
+
+    def _spec(self, tenant: str, accept_length: float, proposed: int, accepted: int, verifies: int) -> None:
+        self.spec_accept_length.labels(tenant).observe(float(accept_length))
+        self.spec_proposed.labels(tenant).inc(int(proposed))
+        self.spec_accepted.labels(tenant).inc(int(accepted))
+        self.spec_verify.labels(tenant).inc(int(verifies))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -55,6 +55,7 @@ class Relay:
         self.rid = ticket.rid
         self.started = time.perf_counter()
         self.usage: dict | None = None
+        self.spec_details: tuple[dict | None, dict | None] = (None, None)  # (SGLang's sglext, the plugin's summary)
         self._events = None  # the engine stream, once opened
         self._finished = False
 
@@ -70,7 +71,9 @@ class Relay:
     def _shape(self, event: dict) -> None:
         """What the client sees of an engine answer or chunk: no SGLang extension, stats only when asked, OpenAI's
         text offsets."""
-        self.state.metrics.observe_spec(self.tenant, event.pop("sglext", None))
+        sglext, ours = event.pop("sglext", None), (event.get("metrics") or {}).get("speculative_decoding")
+        if sglext is not None or ours is not None:  # a stream carries each in a chunk of its own
+            self.spec_details = (sglext or self.spec_details[0], ours or self.spec_details[1])
         if not self.speculation.stats:
             event.pop("metrics", None)
         if self.text_offsets is not None and isinstance(event.get("choices"), list):
@@ -94,6 +97,7 @@ class Relay:
         metrics.requests.labels(self.tenant, self.endpoint, str(status)).inc()
         metrics.e2e.labels(self.tenant).observe(time.perf_counter() - self.started)
         metrics.observe_usage(self.tenant, self.usage)
+        metrics.observe_spec(self.tenant, *self.spec_details)
         if self.usage is None and (status < 400 or status == 499):
             return  # tokens were generated but not counted (client left mid-stream): keep the reservation
         used = 0  # the engine refused or failed before any token

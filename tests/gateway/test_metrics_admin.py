@@ -40,10 +40,31 @@ def test_metrics_after_traffic(gateway):
     assert samples[("moe_serve:inter_token_latency_seconds_count", acme)] == 5  # 6 streamed chunks, 5 gaps
     assert samples[("moe_serve:e2e_request_latency_seconds_count", acme)] == 2
     assert samples[("moe_serve:requests_in_flight", acme)] == 0
-    assert samples[("moe_serve:spec_verify_steps_total", acme)] == 2 + 3  # relayed from the double's sglext
-    assert samples[("moe_serve:spec_accepted_drafts_total", acme)] == (4 - 2) + (6 - 3)
+    # the double sends both SGLang's sglext and the plugin's summary: the summary counts (one step per token after
+    # the first, K = 2 each, nothing accepted; engine_double._stats), once per request
+    assert samples[("moe_serve:spec_verify_steps_total", acme)] == (4 - 1) + (6 - 1)
+    assert samples[("moe_serve:spec_proposed_drafts_total", acme)] == 2 * ((4 - 1) + (6 - 1))
+    assert samples[("moe_serve:spec_accepted_drafts_total", acme)] == 0
     assert all(name.startswith("moe_serve:") for name, _ in samples if not name.startswith(("python_", "process_")))
     assert any(name == "moe_serve:engine_replica_healthy" and value == 1 for (name, _), value in samples.items())
+
+
+def test_spec_metrics_from_sglext_without_the_plugin_summary():
+    """An engine without the moe-serve plugin sends only SGLang's SpecTokensDetails: those are counted."""
+    from prometheus_client import generate_latest
+
+    from service.gateway.metrics import GatewayMetrics
+
+    metrics = GatewayMetrics(lambda: [])
+    details = {"spec_accept_length": 2.0, "spec_num_proposed_drafts": 9, "spec_num_correct_drafts": 3,
+               "spec_verify_ct": 3}  # fmt: skip
+    metrics.observe_spec("t", {"spec_tokens_details": [details, {"spec_verify_ct": 0}]}, None)
+    metrics.observe_spec("t", None, {"num_spec_steps": 0})  # a request that never speculated: nothing
+    text = generate_latest(metrics.registry).decode()
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if s.labels}
+    assert values["moe_serve:spec_proposed_drafts_total"] == 9
+    assert values["moe_serve:spec_accepted_drafts_total"] == 3
+    assert values["moe_serve:spec_verify_steps_total"] == 3
 
 
 def test_rate_limited_counter(gateway):
