@@ -17,6 +17,9 @@ from moe_sglang.settings import EngineSettings
 ASSETS = Path(__file__).resolve().parent.parent / "service" / "models" / "assets"
 DEFAULT_MODEL = ASSETS / "moe-tiny"
 DEFAULT_DRAFT_MODEL = ASSETS / "moe-tiny-draft"
+# The fine-grained sparse bundled model (issue 16: 32 experts top-4) and its dense STANDALONE draft; not the default.
+FINE_MODEL = ASSETS / "moe-fine"
+FINE_DRAFT_MODEL = ASSETS / "moe-fine-draft"
 
 SPEC_ALGORITHMS = ("none", "ngram", "standalone")
 

@@ -5,6 +5,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+INTROS = {
+    "moe-tiny": (
+        "the embedded default MoE of moe-serve",
+        [
+            "A small Mixtral-architecture MoE trained from scratch by `moe-serve model train` on offline text (issue 3), so the",
+            "service has a real MoE to serve and speculation has task-dependent acceptance. It is a *tiny* model: expect fluent-looking",
+            "but often wrong text; its value is realistic routing and acceptance structure, not answers.",
+        ],
+    ),
+    "moe-fine": (
+        "the fine-grained sparse bundled MoE of moe-serve",
+        [
+            "A second bundled Mixtral-architecture MoE (issue 16), trained by the same script, tokenizer and corpus as moe-tiny, but",
+            "sparse the way OLMoE and Qwen3-MoE are: many small experts and a larger top-k, so a verify of a few draft tokens",
+            "wakes many distinct experts (the regime where speculation costs an MoE something). Tiny like moe-tiny: its value is",
+            "routing and acceptance structure, not answers.",
+        ],
+    ),
+}
+
 # Below this spread in prompt-lookup accept rate between the best and worst domain, the card calls separation weak.
 WEAK_SEPARATION = 0.05
 
@@ -46,18 +66,21 @@ def render_card(
     stats: dict | None,
     draft_eval: dict | None,
     inflation: dict | None = None,
+    acceptance: dict | None = None,
+    int4_group_size: int = 128,
+    baseline_eval: dict | None = None,
 ) -> str:
     config = json.loads((model_dir / "config.json").read_text())
+    name = model_dir.resolve().name
+    headline, intro = INTROS.get(name, ("a Mixtral-architecture MoE trained by moe-serve", []))
     summary = json.loads((model_dir / "training_summary.json").read_text())
     manifest = json.loads((work / "manifest.json").read_text())
     log = _train_log(run_dir)
     tc = summary["train_config"]
     lines = [
-        "# moe-tiny: the embedded default MoE of moe-serve",
+        f"# {name}: {headline}",
         "",
-        "A small Mixtral-architecture MoE trained from scratch by `moe-serve model train` on offline text (issue 3), so the",
-        "service has a real MoE to serve and speculation has task-dependent acceptance. It is a *tiny* model: expect fluent-looking",
-        "but often wrong text; its value is realistic routing and acceptance structure, not answers.",
+        *intro,
         "",
         "## Architecture",
         f"`MixtralForCausalLM`: hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, "
@@ -97,14 +120,17 @@ def render_card(
             f"- Throughput {min(rates):.0f}–{max(rates):.0f} tokens/s (machine shared with other jobs); final train CE "
             f"{log[-1]['ce']:.2f}, balance term {log[-1]['balance']:.3f} (1.0 = uniform)."
         )
-    lines += [
-        "",
-        "## Held-out loss (nats/token)",
-        "| domain | model | unigram (domain's train frequencies) |",
-        "|---|---|---|",
-    ]
-    for domain, r in eval_report["domains"].items():
-        lines.append(f"| {domain} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} |")
+    lines += ["", "## Held-out loss (nats/token)"]
+    if baseline_eval:
+        base = Path(baseline_eval.get("model", "baseline")).name
+        lines += [f"| domain | model | unigram (domain's train frequencies) | {base} |", "|---|---|---|---|"]
+        for domain, r in eval_report["domains"].items():
+            other = baseline_eval["domains"][domain]["heldout_loss"]
+            lines.append(f"| {domain} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} | {other:.3f} |")
+    else:
+        lines += ["| domain | model | unigram (domain's train frequencies) |", "|---|---|---|"]
+        for domain, r in eval_report["domains"].items():
+            lines.append(f"| {domain} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} |")
     cfg = eval_report["config"]
     lines += [
         "",
@@ -123,13 +149,16 @@ def render_card(
             f"| {domain} | {pl['accept_rate']:.3f} ({pl['accepted']}/{pl['proposed']}) | {pl['tokens_per_forward']:.2f} | {r['lossless']} |"
         )
     lines += ["", separation_sentence(accept), "", *_caveats(summary), ""]
+    if acceptance:
+        lines += _acceptance_section(acceptance)
     if stats:
         lines += _routing_section(stats)
     lines += ["## Sample completions (greedy)", ""]
     for domain, r in eval_report["domains"].items():
         for s in r["samples"]:
             lines += [f"**{domain}** prompt `{s['prompt']!r}`:", "```", s["prompt"] + s["completion"], "```", ""]
-    lines += _drafts_section(draft_eval, inflation) + _reproduce_section(tc)
+    lines += _drafts_section(name, draft_eval, inflation, int4_group_size)
+    lines += _reproduce_section(tc, config, int4_group_size)
     return "\n".join(lines) + "\n"
 
 
@@ -162,17 +191,87 @@ def _routing_section(stats: dict) -> list[str]:
             f"| {domain} | {d['reuse_any']:.3f} | {d['token_entropy']:.3f} | {d['imbalance']:.2f} "
             f"| {d.get('int4_topk_exact', float('nan')):.3f} | {d.get('int4_topk_overlap', float('nan')):.3f} |"
         )
+    lines.append("")
+    if "top_half_mass" in s["python"]:
+        lines += _verify_routing_lines(s, stats)
     return [*lines, ""]
 
 
-def _drafts_section(draft_eval: dict | None, inflation: dict | None) -> list[str]:
+def _verify_routing_lines(s: dict, stats: dict) -> list[str]:
+    """MoE-Spec's top-half router mass and MoESD's N(t) against measured unique experts per verify size."""
+    domains = ("python", "prose", "arithmetic")
+    sizes = list(s["python"]["top_half_mass"])
+    lines = [
+        "### Over a verify of t tokens (non-overlapping runs of t consecutive held-out tokens, mean over layers)",
+        "Top-half mass: share of the run's summed router probability held by its E/2 heaviest experts (0.5 = flat; MoE-Spec's",
+        "expert budget relies on it being high). Top-half slots: share of the run's routed top-k slots that fall in its E/2",
+        "most-used experts, i.e. what a budget B = E/2 keeps without substitution.",
+        "",
+        "| domain | "
+        + " | ".join(f"top-half mass t={t}" for t in sizes)
+        + " | "
+        + " | ".join(f"top-half slots t={t}" for t in sizes)
+        + " |",
+        "|---|" + "---|" * (2 * len(sizes)),
+    ]
+    for d in domains:
+        mass = " | ".join(f"{s[d]['top_half_mass'][t]:.3f}" for t in sizes)
+        slots = " | ".join(f"{s[d]['top_half_slots'][t]:.3f}" for t in sizes)
+        lines.append(f"| {d} | {mass} | {slots} |")
+    shown = [
+        t
+        for t in (1, 2, 4, 8, 16, 32, 64)
+        if t in s["python"]["unique_measured"] or str(t) in s["python"]["unique_measured"]
+    ]
+
+    def at(table, t):
+        return table[t] if t in table else table[str(t)]
+
+    lines += [
+        "",
+        "Unique experts touched by a verify of t tokens: MoESD's N(t) = E (1 - (1 - k/E)^t) (independent uniform routing)",
+        "against the measured mean over layers; E_eff is the expert count for which N(t) fits the measurement best (least",
+        "squares over t = 1..64): routing reuses experts across consecutive tokens as if only E_eff experts existed.",
+        "",
+        "| t | MoESD N(t) | " + " | ".join(f"{d} measured" for d in domains) + " |",
+        "|---|---|" + "---|" * len(domains),
+    ]
+    for t in shown:
+        measured = " | ".join(f"{at(s[d]['unique_measured'], t):.1f}" for d in domains)
+        lines.append(f"| {t} | {at(s['python']['unique_moesd'], t):.1f} | {measured} |")
+    lines += ["", "E_eff: " + ", ".join(f"{d} {s[d]['effective_experts']:.1f}" for d in domains) + "."]
+    return lines
+
+
+def _acceptance_section(acceptance: dict) -> list[str]:
+    """Accepted tokens per verify, per domain and drafter, measured in the SGLang engine (bench.draft_acceptance)."""
+    cfg = acceptance["config"]
+    drafters = list(acceptance["drafters"])
+    domains = list(next(iter(acceptance["drafters"].values()))["domains"])
+    lines = [
+        "## Acceptance per drafter, SGLang engine (greedy)",
+        f"`python -m bench.draft_acceptance`: {cfg['prompts']} held-out prompts per domain (the last "
+        f"{cfg.get('prompt_tokens', '?')} tokens of a {cfg['prompt_chars']}-character window), batch 1, "
+        f"{cfg['new_tokens']} new tokens, {cfg['num_draft_tokens']} tokens verified per step ({cfg['num_draft_tokens'] - 1} "
+        "drafted); the number is SGLang's accepted length per verify step (tokens emitted per step, 1 = nothing accepted).",
+        "",
+        "| drafter | " + " | ".join(domains) + " |",
+        "|---|" + "---|" * len(domains),
+    ]
+    for drafter in drafters:
+        cells = acceptance["drafters"][drafter]["domains"]
+        lines.append(f"| {drafter} | " + " | ".join(f"{cells[d]['accept_length']:.2f}" for d in domains) + " |")
+    return [*lines, ""]
+
+
+def _drafts_section(name: str, draft_eval: dict | None, inflation: dict | None, group_size: int) -> list[str]:
     lines = [
         "## Drafts and variants",
-        "- `../moe-tiny-draft/`: dense `LlamaForCausalLM` on the same tokenizer and data, trained by the same script "
+        f"- `../{name}-draft/`: dense `LlamaForCausalLM` on the same tokenizer and data, trained by the same script "
         "(`--arch dense`); see its training_summary.json.",
         "- INT4 self-draft (MoE-SpeQ): not shipped, produced on demand by `moe-serve model draft --out DIR` — experts "
-        "quantized INT4, group 128, symmetric, stored dequantized in bf16; attention, norms, embeddings and router gates unchanged.",
-        "- Inflated (memory-bound) variant: `moe-serve model inflate --out DIR --intermediate-size 2048` pads experts with zero "
+        f"quantized INT4, group {group_size}, symmetric, stored dequantized in bf16; attention, norms, embeddings and router gates unchanged.",
+        "- Inflated (memory-bound) variant: `moe-serve model inflate --out DIR --intermediate-size N` pads experts with zero "
         "units; logits and greedy output are unchanged.",
     ]
     if inflation and "verify" in inflation:
@@ -188,14 +287,32 @@ def _drafts_section(draft_eval: dict | None, inflation: dict | None) -> list[str
     return [*lines, ""]
 
 
-def _reproduce_section(tc: dict) -> list[str]:
+def shape_flags(config: dict) -> str:
+    """The `moe-serve model train` shape options that rebuild `config` where it differs from MoESpec's defaults."""
+    from service.models.train import MoESpec
+
+    default = MoESpec()
+    pairs = [
+        ("--hidden-size", config["hidden_size"], default.hidden_size),
+        ("--layers", config["num_hidden_layers"], default.num_layers),
+        ("--heads", config["num_attention_heads"], default.num_heads),
+        ("--experts", config["num_local_experts"], default.num_experts),
+        ("--top-k", config["num_experts_per_tok"], default.top_k),
+        ("--intermediate-size", config["intermediate_size"], default.intermediate_size),
+    ]
+    return "".join(f" {flag} {value}" for flag, value, base in pairs if value != base)
+
+
+def _reproduce_section(tc: dict, config: dict, group_size: int = 128) -> list[str]:
+    group = "" if group_size == 128 else f" --group-size {group_size}"
     return [
         "## Reproduce",
         "```",
         "moe-serve model corpus            # ~2 min: corpus, tokenizer, token arrays under build/model/",
-        f"moe-serve model train --arch moe --steps {tc['steps']} --batch-size {tc['batch_size']} --warmup {tc['warmup']} "
-        f"--lr {tc['lr']} --seed {tc['seed']} --threads {tc['threads']} --max-minutes {tc['max_minutes']:g} --export DIR",
-        "moe-serve model draft --target DIR --out INT4_DIR",
+        f"moe-serve model train --arch moe{shape_flags(config)} --steps {tc['steps']} --batch-size {tc['batch_size']} "
+        f"--warmup {tc['warmup']} --lr {tc['lr']} --seed {tc['seed']} --threads {tc['threads']} "
+        f"--max-minutes {tc['max_minutes']:g} --export DIR",
+        f"moe-serve model draft --target DIR --out INT4_DIR{group}",
         "moe-serve model eval --model DIR && moe-serve model stats --model DIR --draft INT4_DIR",
         "```",
     ]
@@ -207,22 +324,45 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
     summary = json.loads((draft_dir / "training_summary.json").read_text())
     tc = summary["train_config"]
     log = _train_log(run_dir)
+    target = draft_dir.resolve().name.removesuffix("-draft")
     lines = [
-        "# moe-tiny-draft: dense draft for standalone speculation against moe-tiny",
+        f"# {draft_dir.resolve().name}: dense draft for standalone speculation against {target}",
         "",
         f"`LlamaForCausalLM`: hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, MLP {config['intermediate_size']}, "
         f"{config['num_attention_heads']} heads x {config['head_dim']}, tied embeddings, {_params(draft_dir) / 1e6:.1f} M parameters, "
-        "bf16 on disk. Same tokenizer and corpus as `../moe-tiny/` (see its card).",
+        f"bf16 on disk. Same tokenizer and corpus as `../{target}/` (see its card).",
         "",
-        f"Trained by `moe-serve model train --arch dense`: {summary['steps']} steps (planned {summary['planned_steps']}) x "
+        f"Trained by `moe-serve model train --arch dense{_dense_flags(config)}`: {summary['steps']} steps (planned {summary['planned_steps']}) x "
         f"{tc['batch_size']} x {tc['seq_len']} = {summary['tokens']:,} tokens in {summary['wall_s'] / 60:.1f} min, peak lr {tc['lr']}, "
         f"seed {tc['seed']}, {tc['threads']} thread(s)" + (f", final train CE {log[-1]['ce']:.2f}." if log else "."),
     ]
     if summary["steps"] < summary["planned_steps"]:
         lines += ["", _caveats(summary)[-1]]
+    lines += [
+        "",
+        "Reproduce (after `moe-serve model corpus`):",
+        "```",
+        f"moe-serve model train --arch dense{_dense_flags(config)} --steps {tc['steps']} --batch-size {tc['batch_size']} "
+        f"--warmup {tc['warmup']} --lr {tc['lr']} --seed {tc['seed']} --threads {tc['threads']} "
+        f"--max-minutes {tc['max_minutes']:g} --export DIR",
+        "```",
+    ]
     if draft_eval:
         lines += ["", "| domain | held-out loss (nats/token) | unigram |", "|---|---|---|"]
         lines += [
             f"| {d} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} |" for d, r in draft_eval["domains"].items()
         ]
     return "\n".join(lines) + "\n"
+
+
+def _dense_flags(config: dict) -> str:
+    from service.models.draft import DenseSpec
+
+    default = DenseSpec()
+    pairs = [
+        ("--hidden-size", config["hidden_size"], default.hidden_size),
+        ("--layers", config["num_hidden_layers"], default.num_layers),
+        ("--heads", config["num_attention_heads"], default.num_heads),
+        ("--intermediate-size", config["intermediate_size"], default.intermediate_size),
+    ]
+    return "".join(f" {flag} {value}" for flag, value, base in pairs if value != base)

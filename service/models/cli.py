@@ -37,16 +37,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--threads", type=int, default=1)
     train.add_argument("--max-minutes", type=float, default=0.0, help="stop early with a checkpoint (0 = no limit)")
     train.add_argument("--tiny", action="store_true", help="a 2-layer width-64 model, for pipeline checks")
+    shape = train.add_argument_group("model shape (defaults: MoESpec / DenseSpec, i.e. moe-tiny and moe-tiny-draft)")
+    shape.add_argument("--hidden-size", type=int)
+    shape.add_argument("--layers", type=int)
+    shape.add_argument("--intermediate-size", type=int, help="per-expert FFN width (MoE) or MLP width (dense)")
+    shape.add_argument("--heads", type=int)
+    shape.add_argument("--experts", type=int, help="experts per layer (MoE only)")
+    shape.add_argument("--top-k", type=int, help="experts per token (MoE only)")
 
     draft = sub.add_parser("draft", help="write the INT4 self-draft of a target checkpoint")
     draft.add_argument("--target", type=Path, default=ASSETS / "moe-tiny")
     draft.add_argument("--out", type=Path, default=DEFAULT_WORK / "moe-tiny-int4")
-    draft.add_argument("--group-size", type=int, default=128)
+    draft.add_argument(
+        "--group-size",
+        type=int,
+        default=None,
+        help="INT4 group (default: 128, or the largest of 64/32 the widths allow)",
+    )
 
     inflate = sub.add_parser("inflate", help="widen experts with zero units (function-preserving)")
     inflate.add_argument("--src", type=Path, default=ASSETS / "moe-tiny")
     inflate.add_argument("--out", type=Path, required=True)
-    inflate.add_argument("--intermediate-size", type=int, required=True)
+    size = inflate.add_mutually_exclusive_group(required=True)
+    size.add_argument("--intermediate-size", type=int)
+    size.add_argument(
+        "--target-weight-share",
+        type=float,
+        help="size experts so weight products take this share of a batch-1 decode step (needs --profile)",
+    )
+    inflate.add_argument("--profile", type=Path, help="bench.step_profile JSON with a batch-1 decode row of --src")
     inflate.add_argument("--verify", action="store_true", help="compare logits and greedy output with the source")
 
     stats = sub.add_parser("stats", help="routing statistics (load, entropy, reuse, INT4 top-k agreement)")
@@ -75,6 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     card.add_argument("--inflation", type=Path, help="inflation.json written by `inflate --verify`")
     card.add_argument("--draft", type=Path, help="also write the dense draft's README.md (needs --draft-eval)")
     card.add_argument("--draft-run", type=Path, default=DEFAULT_WORK / "runs" / "dense")
+    card.add_argument("--acceptance", type=Path, help="bench.draft_acceptance JSON to include (SGLang, per drafter)")
+    card.add_argument("--baseline-eval", type=Path, help="another model's eval.json, its held-out loss shown beside")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,6 +146,7 @@ def _train(args) -> int:
             if args.tiny
             else DenseSpec()
         )
+    spec = _with_shape(spec, args)
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
@@ -146,6 +168,23 @@ def _train(args) -> int:
     return 0
 
 
+def _with_shape(spec, args):
+    """`spec` with the --hidden-size/--layers/... overrides given on the command line."""
+    from dataclasses import replace
+
+    fields = {
+        "hidden_size": args.hidden_size,
+        "num_layers": args.layers,
+        "intermediate_size": args.intermediate_size,
+        "num_heads": args.heads,
+    }
+    if args.arch == "moe":
+        fields |= {"num_experts": args.experts, "top_k": args.top_k}
+    elif args.experts is not None or args.top_k is not None:
+        raise SystemExit("--experts/--top-k apply to --arch moe only")
+    return replace(spec, **{k: v for k, v in fields.items() if v is not None})
+
+
 def _draft(args) -> int:
     from service.models.draft import make_int4_self_draft
 
@@ -157,7 +196,16 @@ def _inflate(args) -> int:
     from service.models.evaluate import SAMPLE_PROMPTS
     from service.models.inflate import inflate_checkpoint
 
-    report = inflate_checkpoint(args.src, args.out, args.intermediate_size)
+    intermediate = args.intermediate_size
+    if intermediate is None:
+        from service.models.inflate import intermediate_for_weight_share
+
+        if args.profile is None:
+            raise SystemExit("--target-weight-share needs --profile (a bench.step_profile JSON of --src)")
+        source = json.loads((args.src / "config.json").read_text())["intermediate_size"]
+        profile = json.loads(args.profile.read_text())
+        intermediate = intermediate_for_weight_share(profile, args.src.name, source, args.target_weight_share)
+    report = inflate_checkpoint(args.src, args.out, intermediate)
     if args.verify:
         from service.models.inflate import verify_inflation
         from service.models.tokenizer import load_tokenizer
@@ -198,8 +246,19 @@ def _card(args) -> int:
     def read(path):
         return json.loads(path.read_text()) if path else None
 
+    from service.models.draft import int4_group_size
+
     text = render_card(
-        args.model, args.work, args.run, read(args.eval), read(args.stats), read(args.draft_eval), read(args.inflation)
+        args.model,
+        args.work,
+        args.run,
+        read(args.eval),
+        read(args.stats),
+        read(args.draft_eval),
+        read(args.inflation),
+        acceptance=read(args.acceptance),
+        int4_group_size=int4_group_size(args.model),
+        baseline_eval=read(args.baseline_eval),
     )
     (args.model / "README.md").write_text(text)
     print(f"wrote {args.model / 'README.md'}")

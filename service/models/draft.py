@@ -44,8 +44,24 @@ class DenseSpec:
         )
 
 
-def make_int4_self_draft(target_dir: Path, out_dir: Path, group_size: int = 128) -> dict:
-    """Copy target_dir to out_dir with expert weights replaced by their INT4 round trip; returns a report."""
+INT4_GROUP_SIZES = (128, 64, 32)  # preferred first: MoE-SpeQ's 128, then finer groups for narrow experts
+
+
+def int4_group_size(target_dir: Path) -> int:
+    """The largest of INT4_GROUP_SIZES dividing both input widths of the experts (hidden for w1/w3, the expert
+    intermediate size for w2): 128 for moe-tiny (256/512), 32 for moe-fine's 96-wide experts."""
+    config = json.loads((Path(target_dir) / "config.json").read_text())
+    widths = (config["hidden_size"], config["intermediate_size"])
+    for size in INT4_GROUP_SIZES:
+        if all(w % size == 0 for w in widths):
+            return size
+    raise ValueError(f"{target_dir}: no INT4 group size in {INT4_GROUP_SIZES} divides expert widths {widths}")
+
+
+def make_int4_self_draft(target_dir: Path, out_dir: Path, group_size: int | None = None) -> dict:
+    """Copy target_dir to out_dir with expert weights replaced by their INT4 round trip; returns a report.
+    group_size None: int4_group_size(target_dir)."""
+    group_size = group_size or int4_group_size(target_dir)
     quantized = 0
 
     def transform(name, tensor):

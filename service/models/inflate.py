@@ -46,6 +46,35 @@ def inflate_checkpoint(src: Path, dst: Path, new_intermediate: int) -> dict:
     return {"intermediate_size": [old, new_intermediate], "safetensors_bytes": size, "out": str(dst)}
 
 
+def factor_for_weight_share(expert_ms: float, dense_ms: float, step_ms: float, goal: float) -> float:
+    """Expert-size factor F at which weight products take `goal` of a step: (dense + F*expert) / (step + (F-1)*expert)
+    = goal, from a measured decode step (bench.step_profile) where expert products took `expert_ms`, the other weight
+    products `dense_ms` and the whole step `step_ms`. Expert time is taken to grow with F (memory-bound products),
+    everything else to stay. At least 1 (a model already past the goal needs no inflation)."""
+    if not 0 < goal < 1:
+        raise ValueError(f"the weight share goal must lie in (0, 1), got {goal}")
+    if expert_ms <= 0 or step_ms < expert_ms + dense_ms:
+        raise ValueError(f"need 0 < expert_ms and expert_ms + dense_ms <= step_ms, got {expert_ms, dense_ms, step_ms}")
+    rest = step_ms - expert_ms - dense_ms
+    return max(1.0, (goal * rest / (1 - goal) - dense_ms) / expert_ms)
+
+
+def intermediate_for_weight_share(profile: dict, model_name: str, intermediate: int, goal: float) -> int:
+    """Expert intermediate size for `goal` from a bench.step_profile JSON: its batch-1 decode row of `model_name`
+    (the batched-attention variant when there are several), rounded up to a multiple of 64."""
+    rows = [
+        r
+        for r in profile["rows"]
+        if r["model"] == model_name and r["stage"] == "decode" and r["batch"] == 1
+        and r.get("variant", "batched") == "batched"
+    ]  # fmt: skip
+    if not rows:
+        raise ValueError(f"the profile has no batch-1 decode row of {model_name!r} (batched attention)")
+    row = rows[0]
+    factor = factor_for_weight_share(row["expert_gemm_ms"], row["dense_gemm_ms"], row["step_ms"], goal)
+    return -(-int(intermediate * factor) // 64) * 64
+
+
 @torch.no_grad()
 def verify_inflation(src: Path, dst: Path, prompts: list[list[int]], new_tokens: int = 16) -> dict:
     """Compare the two checkpoints in transformers: max |logit difference| and greedy agreement per prompt."""

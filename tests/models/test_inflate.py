@@ -39,3 +39,27 @@ def test_inflation_preserves_the_function(tiny_checkpoint, tmp_path):
 def test_inflation_refuses_to_shrink(tiny_checkpoint, tmp_path):
     with pytest.raises(ValueError):
         inflate_checkpoint(tiny_checkpoint, tmp_path / "x", 64)
+
+
+def test_weight_share_sizing_reaches_the_goal_under_its_own_model():
+    from service.models.inflate import factor_for_weight_share, intermediate_for_weight_share
+
+    expert, dense, step = 1.0, 0.5, 6.0  # share now 0.25
+    factor = factor_for_weight_share(expert, dense, step, 0.7)
+    grown = step + (factor - 1) * expert
+    assert abs((dense + factor * expert) / grown - 0.7) < 1e-9
+    assert factor_for_weight_share(5.0, 0.5, 6.0, 0.7) == 1.0  # already memory-bound: no inflation
+    profile = {
+        "rows": [
+            {"model": "m", "variant": "loop", "stage": "decode", "batch": 1, "expert_gemm_ms": 9.0,
+             "dense_gemm_ms": 0.0, "step_ms": 10.0},
+            {"model": "m", "variant": "batched", "stage": "decode", "batch": 1, "expert_gemm_ms": expert,
+             "dense_gemm_ms": dense, "step_ms": step},
+        ]
+    }  # fmt: skip
+    size = intermediate_for_weight_share(profile, "m", 512, 0.7)
+    assert size % 64 == 0 and size >= 512 * factor > size - 64
+    with pytest.raises(ValueError, match="no batch-1 decode row"):
+        intermediate_for_weight_share(profile, "other", 512, 0.7)
+    with pytest.raises(ValueError):
+        factor_for_weight_share(1.0, 0.5, 6.0, 1.0)

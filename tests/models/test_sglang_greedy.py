@@ -1,4 +1,5 @@
 """Issue 3 'must show': the shipped checkpoint, and its inflated copy, give transformers' greedy output in SGLang on CPU.
+Issue 16: the same for the fine-grained sparse model (moe-fine, 32 experts top-4; one more engine start).
 
 Needs the real engine (marker `sglang`), launched as `moe-serve engine` launches it (our plugin, CPU ops). The
 checkpoint stores its output head explicitly: SGLang's Mixtral ignores `tie_word_embeddings`, and a tied checkpoint
@@ -11,7 +12,9 @@ import torch
 from service.models.inflate import inflate_checkpoint
 from tests.engine import engine_config, generate
 
-from .test_assets import TARGET
+from .test_assets import ASSETS, TARGET
+
+FINE = ASSETS / "moe-fine"
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 PROMPTS = ["def fibonacci(n):\n", "This program is free software; you can redistribute it", "Compute (12 + 7) * 3.\n"]
@@ -38,11 +41,11 @@ def inflated(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("variant", ["shipped", "inflated"])
+@pytest.mark.parametrize("variant", ["shipped", "inflated", "fine"])
 def test_sglang_greedy_matches_transformers(variant, inflated, engine_pool):
     from transformers import AutoTokenizer
 
-    path = TARGET if variant == "shipped" else inflated
+    path = {"shipped": TARGET, "inflated": inflated, "fine": FINE}[variant]
     ids = [AutoTokenizer.from_pretrained(str(TARGET))(p).input_ids for p in PROMPTS]
     expected = _transformers_greedy(path, ids, 24)
     assert _sglang_greedy(engine_pool, path, ids, 24) == expected

@@ -7,7 +7,8 @@ uniformity with Kolmogorov-Smirnov. A sampler biased towards accepting drafts (o
 
 Requests go one after another: NGRAM's n-gram cache is shared by all requests, so with concurrent requests the
 drafts (and so which random coins decide each token) would depend on how requests interleave. Sequential seeded
-requests make the whole test deterministic.
+requests make the whole test deterministic. Request i may accept at most K = i mod 4 drafts (the static policy's
+per-request hint), so plain steps and every ragged verify width are in the sample.
 """
 
 import pytest
@@ -42,17 +43,27 @@ def pit_values(model_path, samples, temperature, seed=0):
     return values
 
 
-@pytest.mark.parametrize("algorithm", ["ngram"])
+SPECS = {  # the configs test_speculative_greedy starts too (metrics on): the session's engine pool shares them
+    "ngram": dict(algorithm="ngram", topk=1, num_draft_tokens=4),
+    "standalone": dict(algorithm="standalone", num_steps=3, topk=1, num_draft_tokens=4),
+}
+
+
+@pytest.mark.parametrize("algorithm", list(SPECS))
 def test_speculative_sampling_is_lossless(algorithm, tiny_models, engine_pool):
     from scipy import stats
 
     model = tiny_models["mixtral-echo"]
-    url = engine_pool.url(engine_config(model, algorithm=algorithm, topk=1, num_draft_tokens=4))
+    spec = dict(SPECS[algorithm])
+    if algorithm == "standalone":
+        spec["draft_model_path"] = str(model)
+    url = engine_pool.url(engine_config(model, metrics=True, **spec))
     prompt = REPETITIVE[1]
     sampling = dict(temperature=TEMPERATURE, top_p=1.0, top_k=-1, min_p=0.0, ignore_eos=True)
 
     def one(seed):
-        out = generate(url, prompt, NEW_TOKENS, sampling_seed=seed, **sampling)
+        hints = {"moe_serve": {"policy": "static", "max_k": seed % 4}}
+        out = generate(url, prompt, NEW_TOKENS, sampling_seed=seed, custom_params=hints, **sampling)
         return out["output_ids"], out["meta_info"]
 
     results = [one(seed) for seed in range(REQUESTS)]
