@@ -6,7 +6,7 @@ import argparse
 import os
 
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, SPEC_ALGORITHMS, EngineConfig, SpeculationConfig
-from moe_sglang.settings import BUDGET_MODES, VERIFY_LAYOUTS, EngineSettings
+from moe_sglang.settings import BUDGET_MODES, CPU_ATTENTION, VERIFY_LAYOUTS, EngineSettings
 
 METRICS_FLAG = "--enable-metrics"
 
@@ -43,6 +43,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         choices=VERIFY_LAYOUTS,
         help="ragged: each request verifies its own K + 1 tokens; rectangular / fixed: for comparisons",
     )
+    parser.add_argument(
+        "--cpu-attention",
+        default=EngineSettings().cpu_attention,
+        choices=CPU_ATTENTION,
+        help="CPU engine: batched = one padded attention product per layer; loop = per request (for comparisons)",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -71,6 +77,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             policy_params_json=args.policy_params,
             budget_mode=args.budget_mode,
             verify_layout=args.verify_layout,
+            cpu_attention=args.cpu_attention,
         ),
         extra_args=extra,
     )

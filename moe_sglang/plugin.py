@@ -14,7 +14,8 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 
 4. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
    speculative helpers call (`service.kernels.sgl_cpu_ops`); no PyPI wheel ships them for CPU. Must happen before
-   the model runner is built: the backend looks the attention ops up in its constructor;
+   the model runner is built: the backend looks the attention ops up in its constructor. The attention ops attend
+   over the whole batch per layer, or request by request with the setting `cpu_attention=loop` (settings.py);
 5. registers the ragged-verify-aware subclass of that backend under its own name (cpu_attention.py);
 6. tells SGLang the platform has AMX (`override_platform(has_amx=True)`), so its argument post-processing keeps the
    `intel_amx` backend instead of silently rewriting it to `torch_native` (which rejects target-verify batches). Only
@@ -75,11 +76,12 @@ def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
     from moe_sglang import cpu_attention, sampled_verify
+    from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
     from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
 
-    STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel")
+    STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel", attention=EngineSettings.from_env().cpu_attention)
     cpu_attention.register()
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")

@@ -23,11 +23,16 @@ BUDGET_MODES = ("truncation", "substitution")
 # (SGLang's own layout). Acceptance is capped at K_i in all three, so output is identical; only the work differs.
 VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
 
+# How the CPU engine's attention ops (service/kernels/attention_cpu.py) attend: batched = every request of the step in
+# one padded product per layer; loop = request by request (the reference; kept for comparisons).
+CPU_ATTENTION = ("batched", "loop")
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
     "budget_mode": "MOE_SERVE_BUDGET_MODE",
     "verify_layout": "MOE_SERVE_VERIFY_LAYOUT",
+    "cpu_attention": "MOE_SERVE_CPU_ATTENTION",
 }
 
 
@@ -37,12 +42,15 @@ class EngineSettings:
     policy_params_json: str = ""  # JSON {policy: {param: value}}, constructor arguments per policy ("" = none)
     budget_mode: str = "truncation"  # how the verify expert budget drops experts (expert_budget.BUDGET_MODES)
     verify_layout: str = "ragged"  # VERIFY_LAYOUTS
+    cpu_attention: str = "batched"  # CPU_ATTENTION
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
             raise ValueError(f"budget mode {self.budget_mode!r}: expected one of {BUDGET_MODES}")
         if self.verify_layout not in VERIFY_LAYOUTS:
             raise ValueError(f"verify layout {self.verify_layout!r}: expected one of {VERIFY_LAYOUTS}")
+        if self.cpu_attention not in CPU_ATTENTION:
+            raise ValueError(f"CPU attention {self.cpu_attention!r}: expected one of {CPU_ATTENTION}")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -62,6 +70,7 @@ class EngineSettings:
             ENV["policy_params"]: self.policy_params_json,
             ENV["budget_mode"]: self.budget_mode,
             ENV["verify_layout"]: self.verify_layout,
+            ENV["cpu_attention"]: self.cpu_attention,
         }
 
     @classmethod
@@ -73,4 +82,5 @@ class EngineSettings:
             policy_params_json=env.get(ENV["policy_params"], ""),
             budget_mode=env.get(ENV["budget_mode"]) or defaults.budget_mode,
             verify_layout=env.get(ENV["verify_layout"]) or defaults.verify_layout,
+            cpu_attention=env.get(ENV["cpu_attention"]) or defaults.cpu_attention,
         )

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import torch
 
-from service.kernels.attention_cpu import decode_attention_cpu, extend_attention_cpu
+from service.kernels.attention_cpu import (
+    decode_attention_cpu,
+    decode_attention_loop,
+    extend_attention_cpu,
+    extend_attention_loop,
+)
 from service.kernels.cache_locs import (
     assign_draft_cache_locs_contiguous_cpu,
     assign_extend_cache_locs_cpu,
@@ -138,11 +143,18 @@ def _fake(op: CpuOp) -> Callable[..., object]:
     return lambda *args, **kwargs: None
 
 
-def register_sgl_kernel_cpu_ops(namespace: str = "sgl_kernel") -> list[str]:
+# The per-request reference implementations of the attention ops, registered instead with attention="loop".
+LOOP_ATTENTION = {"extend_attention_cpu": extend_attention_loop, "decode_attention_cpu": decode_attention_loop}
+
+
+def register_sgl_kernel_cpu_ops(namespace: str = "sgl_kernel", attention: str = "batched") -> list[str]:
     """Define and implement every op of OPS under torch.ops.<namespace>; returns the names registered.
 
-    An op that already exists there (a real sgl_kernel build, or an earlier call) is left alone.
+    `attention`: "batched" (one padded product per layer over the step's requests) or "loop" (request by request,
+    the reference). An op that already exists there (a real sgl_kernel build, or an earlier call) is left alone.
     """
+    if attention not in ("batched", "loop"):
+        raise ValueError(f"attention must be 'batched' or 'loop', got {attention!r}")
     existing = getattr(torch.ops, namespace)
     missing = [op for op in OPS if not hasattr(existing, op.name)]
     if not missing:
@@ -152,7 +164,8 @@ def register_sgl_kernel_cpu_ops(namespace: str = "sgl_kernel") -> list[str]:
     library = _LIBRARIES[namespace]
     for op in missing:
         library.define(op.schema)
-        library.impl(op.name, op.impl, "CPU")
+        impl = LOOP_ATTENTION.get(op.name, op.impl) if attention == "loop" else op.impl
+        library.impl(op.name, impl, "CPU")
         # A fake (meta) kernel lets torch.compile trace through graphs that call the op.
         torch.library.register_fake(f"{namespace}::{op.name}", _fake(op), lib=library)
     return [op.name for op in missing]

@@ -5,7 +5,12 @@ import random
 import pytest
 import torch
 
-from service.kernels.attention_cpu import decode_attention_cpu, extend_attention_cpu
+from service.kernels.attention_cpu import (
+    decode_attention_cpu,
+    decode_attention_loop,
+    extend_attention_cpu,
+    extend_attention_loop,
+)
 from tests.kernels._attention_reference import naive_attention
 from tests.kernels._trees import ancestors_with_self, random_parents
 
@@ -32,18 +37,20 @@ EXTEND_CASES = [
 ]
 
 
+@pytest.mark.parametrize("extend_op", [extend_attention_cpu, extend_attention_loop], ids=["batched", "loop"])
 @pytest.mark.parametrize(
     ("seed", "bs", "heads", "kv_heads", "dtype", "logit_cap", "window", "with_sinks", "tree", "pass_new_kv", "causal"),
     EXTEND_CASES,
 )
 def test_extend_attention_matches_naive(
-    seed, bs, heads, kv_heads, dtype, logit_cap, window, with_sinks, tree, pass_new_kv, causal
+    seed, bs, heads, kv_heads, dtype, logit_cap, window, with_sinks, tree, pass_new_kv, causal, extend_op
 ):
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
     k_buffer, v_buffer = _pool(g, kv_heads, dtype)
     draft = rng.randrange(2, 7)
-    ext_lens = [draft if tree else rng.randrange(1, 9) for _ in range(bs)]
+    # odd seeds verify ragged trees (each request its own draft length, RaggedVerifyLayout), even ones uniform trees
+    ext_lens = [(rng.randrange(2, 7) if seed % 2 else draft) if tree else rng.randrange(1, 9) for _ in range(bs)]
     seq_lens = [e + rng.randrange(0, 12) for e in ext_lens]
     slots = torch.randperm(POOL, generator=g)[: bs * CONTEXT].view(bs, CONTEXT).to(torch.int32)
     req_to_token = torch.zeros(bs + 2, CONTEXT, dtype=torch.int32)
@@ -61,15 +68,13 @@ def test_extend_attention_matches_naive(
             k_buffer[slot], v_buffer[slot] = k_new[starts[b] + i], v_new[starts[b] + i]
     trees = [random_parents(rng, ext_lens[b]) for b in range(bs)] if tree else None
     tree_mask = (
-        torch.tensor(
-            [[j in ancestors_with_self(p, i) for j in range(len(p))] for p in trees for i in range(len(p))]
-        ).flatten()
+        torch.tensor([j in ancestors_with_self(p, i) for p in trees for i in range(len(p)) for j in range(len(p))])
         if tree
         else None
     )
     sinks = torch.randn(heads, generator=g) if with_sinks else None
     out = torch.full((total, heads, DV), float("nan"), dtype=dtype)
-    extend_attention_cpu(
+    extend_op(
         q, k_new if pass_new_kv else None, v_new if pass_new_kv else None, out, k_buffer, v_buffer, 1.0, 1.0,
         req_to_token, torch.tensor(pools), torch.tensor(seq_lens), torch.tensor(ext_lens, dtype=torch.int32),
         torch.tensor(starts, dtype=torch.int32), max(ext_lens), 0.3, logit_cap, False, window, None, sinks,
@@ -117,11 +122,12 @@ DECODE_CASES = [
 ]
 
 
+@pytest.mark.parametrize("decode_op", [decode_attention_cpu, decode_attention_loop], ids=["batched", "loop"])
 @pytest.mark.parametrize(
     ("seed", "bs", "heads", "kv_heads", "dtype", "logit_cap", "window", "with_sinks", "write_new"), DECODE_CASES
 )
 def test_decode_attention_writes_kv_and_matches_naive(
-    seed, bs, heads, kv_heads, dtype, logit_cap, window, with_sinks, write_new
+    seed, bs, heads, kv_heads, dtype, logit_cap, window, with_sinks, write_new, decode_op
 ):
     rng = random.Random(seed)
     g = torch.Generator().manual_seed(seed)
@@ -140,7 +146,7 @@ def test_decode_attention_writes_kv_and_matches_naive(
         expected_k[loc], expected_v[loc] = key, value
     out = torch.full((bs, heads, DV), float("nan"), dtype=dtype)
     attn_logits = torch.zeros(bs, heads, 8, DV + 1)
-    decode_attention_cpu(
+    decode_op(
         query, k_buffer, v_buffer, 1.0, 1.0, out, key if write_new else None, value if write_new else None, loc,
         attn_logits, req_to_token, torch.tensor(pools), torch.tensor(seq_lens), 0.25, logit_cap, False, window, None,
         sinks,
@@ -171,3 +177,36 @@ def test_long_prefill_is_blocked_without_changing_the_result(monkeypatch):
     whole = attention.attend(q, k, v, visible, 0.5, 0.0, None)
     monkeypatch.setattr(attention, "_SCORE_BUDGET", 4 * 50 * 5)  # 5 query rows per block
     assert torch.allclose(attention.attend(q, k, v, visible, 0.5, 0.0, None), whole, atol=1e-6)
+
+
+def test_batched_ops_fall_back_to_the_loop_beyond_the_score_budget(monkeypatch):
+    """A batch whose padded scores exceed the budget runs request by request, with the same result."""
+    import service.kernels.attention_cpu as attention
+
+    g = torch.Generator().manual_seed(3)
+    k_buffer, v_buffer = _pool(g, 2, torch.float32)
+    req_to_token = torch.randperm(POOL, generator=g)[: 2 * CONTEXT].view(2, CONTEXT).to(torch.int32)
+    q = torch.randn(9, 4, D, generator=g)
+    args = (torch.tensor([0, 1]), torch.tensor([10, 12]), torch.tensor([4, 5]), torch.tensor([0, 4]))
+    outs = []
+    for budget in (attention._SCORE_BUDGET, 8):
+        monkeypatch.setattr(attention, "_SCORE_BUDGET", budget)
+        out = torch.zeros(9, 4, DV)
+        calls = []
+        monkeypatch.setattr(attention, "extend_attention_loop", _counting(calls, attention.extend_attention_loop))
+        extend_attention_cpu(
+            q, None, None, out, k_buffer, v_buffer, 1.0, 1.0, req_to_token, *args, 5, 0.3, 0.0, False, 0, None,
+            None, None, True,
+        )  # fmt: skip
+        outs.append((out, len(calls)))
+    (batched, loop_calls_wide), (looped, loop_calls_tight) = outs
+    assert loop_calls_wide == 0 and loop_calls_tight == 1
+    assert torch.allclose(batched, looped, atol=1e-6)
+
+
+def _counting(calls, fn):
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    return wrapped

