@@ -67,6 +67,10 @@ class AcceptanceTracker:
         """Batch-wide P(accept i | reached i), what a new request starts from."""
         return self._prior.blended(self.trust)
 
+    def prior_trusted(self) -> bool:
+        """Whether the batch-wide prior rests on `trust` outcomes of first drafts (not on the configured guess)."""
+        return self._prior.seen[0] >= self.trust
+
     def _estimate(self, request_id: str) -> _Estimate:
         est = self._per_request.get(request_id)
         if est is None:

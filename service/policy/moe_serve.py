@@ -25,10 +25,14 @@
   drafts   where the engine plans after drafting (RequestView.draft_depth set), K_r is capped at the depth of the
            draft in hand and p comes from acceptance learnt per draft depth across requests (a deep NGRAM match is
            accepted far more often than a one-token guess); otherwise p is the request's own.
-  probing  a new request, and one kept at K = 0 for P steps, runs a probe phase: `probe_steps` steps at
-           K = `probe_k` (Cascade's K_start) that measure acceptance; P doubles each time a probe does not lead to
-           speculation (Cascade's back-off) and resets to P0 when it does. Where the verify is rectangular the
-           probe sets the batch's width, so every request drafts to it (no extra verify work).
+  probing  a request kept at K = 0 for P steps runs a probe phase: `probe_steps` steps at K = `probe_k`
+           (Cascade's K_start) that measure acceptance; P doubles each time a probe does not lead to speculation
+           (Cascade's back-off) and resets to P0 when it does. A new request probes at once only while the
+           batch-wide acceptance prior is still the configured guess; once other requests have measured it, a new
+           request starts from that prior and from the back-off interval they reached (a probe costs the whole
+           batch a draft phase: with short requests, each one probing on arrival kept the drafter busy on
+           workloads where it never pays). Where the verify is rectangular the probe sets the batch's width, so
+           every request drafts to it (no extra verify work).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -93,6 +97,7 @@ class MoeServePolicy:
         self._interval: dict[str, int] = {}  # request -> current probe interval P, steps
         self._probe_left: dict[str, int] = {}  # request -> steps left in its probe phase
         self._probing: set[str] = set()  # requests whose K this step is a probe
+        self._carried = probe_every  # probe interval a new request starts from once the prior is learnt
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -120,21 +125,25 @@ class MoeServePolicy:
         for i, r in enumerate(reqs):
             rid = r.request_id
             new = rid not in self._interval
-            interval = self._interval.setdefault(rid, self.probe_every)
+            learnt = (self.accept if r.draft_depth is None else self.by_depth).prior_trusted()
+            interval = self._interval.setdefault(rid, self._carried if learnt else self.probe_every)
             if ks[i] > 0:
                 self._idle[rid], self._interval[rid] = 0, self.probe_every
                 self._probe_left.pop(rid, None)
+                self._carried = self.probe_every  # speculation pays again: the back-off is over
                 continue
             left = self._probe_left.get(rid, 0)
             if left == 0:
-                # a new request probes at once (unless probe_new_requests is off)
-                idle = self._idle.get(rid, interval - 1 if new and self.probe_new_requests else 0) + 1
+                # a new request probes at once while the prior is a guess (unless probe_new_requests is off)
+                at_once = new and self.probe_new_requests and not learnt
+                idle = self._idle.get(rid, interval - 1 if at_once else 0) + 1
                 self._idle[rid] = idle
                 if idle < interval or caps[i] == 0:
                     continue
                 left = self.probe_steps
                 self._idle[rid] = 0
                 self._interval[rid] = min(2 * interval, self.max_probe_every)
+                self._carried = max(self._carried, self._interval[rid])
             if caps[i] == 0:
                 continue  # nothing drafted to probe with this step: the phase waits for a draft
             ks[i] = min(self.probe_k, caps[i])

@@ -167,3 +167,19 @@ def test_cost_model_learns_from_observed_steps():
     for i in range(20):
         policy.observe(stats([i % 3] * 4, [0] * 4, 0.02 + 0.001 * (i % 3), unique=(30 + i % 3,) * 4))
     assert policy.model.coef != DEFAULT_PRIOR
+
+
+def test_a_new_request_starts_from_what_others_measured():
+    """Once earlier requests have measured hopeless drafts, a new one neither probes on arrival nor before the
+    back-off interval they reached: on short requests, probing each arrival kept the drafter busy for nothing."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, probe_steps=4, probe_k=2)
+    ks = []
+    for step in range(40):
+        prefix = f"req{step // 10}-"  # a new request every 10 steps
+        k = policy.decide(batch(1, max_k=7, prefix=prefix)).requests[0].k
+        ks.append(k)
+        policy.observe(stats([k], [0], 0.01, prefix=prefix))
+    # the first two requests probe at once: the prior is a guess until `trust` (8) first drafts were judged
+    assert ks[:4] == [2, 2, 2, 2] and ks[10:14] == [2, 2, 2, 2]
+    assert policy.accept.prior_trusted()
+    assert sum(ks[20:]) == 0  # later arrivals inherit the measured prior and the back-off: no probe within 10 steps
