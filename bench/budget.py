@@ -9,14 +9,13 @@ model and its inflated, memory-bound variant), its argmax at each position again
 agreement, i.e. would verification accept the same token), and the cross-entropy of the true next tokens (held-out
 loss, nats/token) on the bundled model (inflation preserves the function, so quality is the same on both).
 
-    python -m bench.budget [--model PATH] [--inflate 4] [--quick] [--out DIR]
+    python -m bench.budget [--model PATH] [--inflate N] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import torch
 
 from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
-from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
+from bench._models import MoeCheckpoint, add_setup_arguments, read_checkpoint, setup_from_args, timed_model
 from bench._routing import RoutingProbe, probed_routers
 
 MODES = ("truncation", "substitution")
@@ -108,8 +107,7 @@ def sweep(ckpt: MoeCheckpoint, wins: list[torch.Tensor], prefix: int, repeats: i
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
-    parser.add_argument("--inflate", type=int, default=4, help="expert intermediate-size factor of the timed variant")
+    add_setup_arguments(parser)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="smoke run: few windows, one repeat")
     parser.add_argument("--out", default=None)
@@ -117,15 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     folder = out_dir(args.out, "budget")
     torch.set_num_threads(args.threads)
     per_domain, repeats, prefix = (1, 1, 16) if args.quick else (6, 3, 64)
-    source = read_checkpoint(resolve_model(args.model))
+    setup = setup_from_args(args)
+    source = read_checkpoint(setup.model)
     wins = windows(source, per_domain, prefix)
     rows = sweep(source, wins, prefix, repeats, quality=True)
-    if args.inflate > 1:
-        with tempfile.TemporaryDirectory(prefix="budget-") as tmp:
-            big = read_checkpoint(
-                inflated(source.path, Path(tmp) / f"{source.path.name}-x{args.inflate}", args.inflate)
-            )
-            rows += sweep(big, wins, prefix, repeats, quality=False)
+    if setup.inflate > 1:  # the deciding setup's memory-bound copy, cached under .cache/inflated
+        rows += sweep(read_checkpoint(timed_model(setup)), wins, prefix, repeats, quality=False)
     print(
         table(
             rows,
@@ -142,7 +137,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     path = write_json(
-        folder, "budget", {"verify_tokens": VERIFY_TOKENS, "windows": len(wins), "threads": args.threads, "rows": rows}
+        folder,
+        "budget",
+        {
+            "setup": {"model": str(setup.model), "inflate": setup.inflate},
+            "verify_tokens": VERIFY_TOKENS,
+            "windows": len(wins),
+            "threads": args.threads,
+            "rows": rows,
+        },
     )
     _plot(rows, folder / "budget.png")
     print(f"wrote {path}")

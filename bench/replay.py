@@ -1,15 +1,19 @@
-"""Real traces per speculation policy: a window of the Mooncake and Azure 2023 conversation traces, time-scaled to
-this machine, replayed open-loop (service/traces/replay.py) once per policy; SLO attainment at SLO scale 0.8/1.0/1.2
-with SLO = P90 TPOT of the same replay without speculation, goodput at scale 1.0, TPOT p50/p99.
+"""Real traces per speculation policy and drafter: a window of the Mooncake and Azure 2023 conversation traces,
+time-scaled to this machine, replayed open-loop (service/traces/replay.py); SLO attainment at SLO scale 0.8/1.0/1.2
+with SLO = P90 TPOT of the same replay without speculation (measured first), goodput at scale 1.0, TPOT p50/p99, and
+the TPOT speedup (median per-request TPOT of no speculation / the policy's) per drafter (NGRAM and STANDALONE).
 
 Fitting a datacenter trace to a 2-core CPU and a tiny model: inputs are clipped to the model's context
 (service.traces.schedule.fit_context) after outputs are capped at --max-output tokens; the first --requests
 requests are kept; arrivals are then compressed or stretched so the window's offered output-token rate is --load
 times this machine's capacity, measured first on the no-speculation engine (closed loop, 8 streams).
-Policies share one SGLang NGRAM engine, picked per request by hints (`custom_params.moe_serve`); the no-speculation
-baseline runs on its own engine. Caches are flushed between replays.
+The deciding setup (bench/_models.py deciding_setup(): model, inflation, drafters) is the default. The plain engine
+(no drafter) stays up; beside it one engine per drafter serves every policy, picked per request by hints
+(`custom_params.moe_serve`). Each repetition replays every policy and "none" once per trace, in an order rotated by
+the repetition; rows give the median and min-max over repetitions. Caches are flushed between replays.
 
-    python -m bench.replay [--model PATH] [--traces DIR] [--quick] [--out DIR]
+    python -m bench.replay [--model PATH] [--inflate N] [--draft-model PATH] [--drafters ngram,standalone]
+                           [--repeats 3] [--traces DIR] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import argparse
 import asyncio
 import contextlib
 import os
+import statistics
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,8 +32,9 @@ import httpx
 from bench._common import add_engine_threads_argument, figure, out_dir, save_figure, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._load import run_batch, served_model
-from bench._models import read_checkpoint, resolve_model
-from moe_sglang.launch import EngineConfig, SpeculationConfig
+from bench._models import add_setup_arguments, bench_engine, read_checkpoint, setup_from_args, timed_model
+from bench.policies import speculation
+from moe_sglang.launch import SpeculationConfig
 from moe_sglang.server import running_engine
 from service.traces import replay as replay_module
 from service.traces import schedule as sched
@@ -35,6 +42,9 @@ from service.traces.formats import load_trace
 from service.traces.report import Slo, goodput, summarize
 from service.traces.types import Schedule
 
+# SGLang refuses a prompt longer than context - 6 (tp_worker.py: max_req_len = context - 1, inputs up to max_req_len -
+# 5), and a refused streamed request ends with no text and no error event: inputs + outputs are kept within that
+INPUT_ROOM = 6
 TRACES = {"mooncake": "mooncake_conversation_trace.jsonl", "azure": "azure_llm_2023_conv.csv"}
 SLO_SCALES = (0.8, 1.0, 1.2)
 POLICIES = {
@@ -111,23 +121,44 @@ def row(trace: str, policy: str, result, slo_tpot_ms: float) -> dict:
     return out
 
 
+# Output tokens per second of the no-speculation engine at 8 streams on moe-tiny x8 (2-core EPYC, 1 engine thread)
+# and an engine start: the dry estimate's inputs.
+CAPACITY_TOKENS_PER_S = 69.0
+ENGINE_START_S = 80.0
+
+
+def default_estimate(requests: int = 12, max_output: int = 24, load: float = 0.7, repeats: int = 3) -> float:
+    """Dry estimate of a default run: every replay lasts about its window's output tokens / (load x capacity)."""
+    replay_s = requests * max_output / (load * CAPACITY_TOKENS_PER_S) + 3.0
+    drafters, traces, variants = 2, len(TRACES), 1 + len(POLICIES)
+    return (1 + drafters) * ENGINE_START_S + traces * replay_s * (1 + drafters * repeats * variants)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
+    add_setup_arguments(parser, drafters=True)
     parser.add_argument("--traces", type=Path, default=default_traces(), help="folder with the trace files")
-    parser.add_argument("--requests", type=int, default=24, help="requests replayed per trace")
-    parser.add_argument("--max-output", type=int, default=48, help="output tokens per request, at most")
+    parser.add_argument("--requests", type=int, default=12, help="requests replayed per trace")
+    parser.add_argument("--max-output", type=int, default=24, help="output tokens per request, at most")
     parser.add_argument("--load", type=float, default=0.7, help="offered load as a fraction of measured capacity")
-    parser.add_argument("--quick", action="store_true", help="smoke run: one trace, 3 short requests, 2 policies")
+    parser.add_argument("--repeats", type=int, default=3, help="replays per (trace, drafter, policy); median, min-max")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: one trace, 3 short requests, the NGRAM engine only (none = a K=0 hint), 2 policies",
+    )
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "replay")
-    model = resolve_model(args.model)
+    setup = setup_from_args(args)
+    model = timed_model(setup)
     context = read_checkpoint(model).context
     traces = {"mooncake": TRACES["mooncake"]} if args.quick else TRACES
     requests, max_output = (3, 6) if args.quick else (args.requests, args.max_output)
     policies = {k: POLICIES[k] for k in ("static-3", "moe-serve")} if args.quick else POLICIES
+    drafters = setup.drafters[:1] if args.quick else setup.drafters
+    repeats = 1 if args.quick else args.repeats
     missing = [name for name in traces.values() if not (args.traces / name).exists()]
     if missing:
         raise SystemExit(f"trace files {missing} not in {args.traces} (pass --traces DIR)")
@@ -137,60 +168,133 @@ def main(argv: list[str] | None = None) -> int:
     streams = heldout_streams(transformers.AutoTokenizer.from_pretrained(model))
     schedules, prompts = {}, {}
     for name, file in traces.items():
-        # SGLang keeps input + output below the context length: one token of room
-        schedules[name] = fitted_schedule(args.traces / file, context - 1, max_output, requests)
+        schedules[name] = fitted_schedule(args.traces / file, context - INPUT_ROOM, max_output, requests)
         prompts[name] = trace_prompts(schedules[name], streams)
 
-    rows, slo, meta = [], {}, {}
-    ngram = EngineConfig(
-        model_path=str(model),
-        port=0,
-        max_running_requests=16,
-        speculation=SpeculationConfig("ngram", topk=1, num_draft_tokens=4),
-        threads=args.engine_threads,
-    )
+    started = time.perf_counter()
+    runs: dict[tuple, list[dict]] = {}  # (drafter, trace, policy) -> one row per repetition
+    slo, meta = {}, {}
+
+    def engine(spec):
+        return bench_engine(model, spec, args.engine_threads)
+
     with contextlib.ExitStack() as stack:
-        # --quick: one engine start; the baseline is then a K=0 hint on the NGRAM engine
-        off = None if not args.quick else {"policy": "static", "max_k": 0}
-        plain = ngram if args.quick else replace(ngram, speculation=SpeculationConfig())
-        url = stack.enter_context(running_engine(plain, log_path=folder / "engine-none.log"))
+        # --quick: one engine start; the baseline is then a K=0 hint on the drafter engine
+        first = speculation(drafters[0], setup)
+        plain_url = stack.enter_context(
+            running_engine(engine(first if args.quick else SpeculationConfig()), log_path=folder / "engine-none.log")
+        )
+        off = {"policy": "static", "max_k": 0} if args.quick else None
         # token ids, cut so that max_output more tokens fit the context
         texts = [p[: context - 1 - max_output] for ps in prompts.values() for p in ps][:8]
         extra = None if off is None else {"custom_params": {"moe_serve": off}}
-        capacity = run_batch(url, served_model(url), texts, max_output, 8, extra)["tokens_per_s"]
-        for name in traces:
+        capacity = run_batch(plain_url, served_model(plain_url), texts, max_output, 8, extra)["tokens_per_s"]
+        for name in traces:  # the SLO: P90 TPOT of a replay without speculation, before any policy runs
             schedules[name] = scaled_to(schedules[name], capacity, args.load)
-            result = replay_once(url, schedules[name], prompts[name], off)
+            result = replay_once(plain_url, schedules[name], prompts[name], off)
             slo[name] = summarize(result)["tpot_ms"]["p90"]
-            rows.append(row(name, "none", result, slo[name]))
             meta[name] = {"schedule": schedules[name].source, "duration_s": schedules[name].duration_s}
-        if not args.quick:
-            stack.close()
-            url = stack.enter_context(running_engine(ngram, log_path=folder / "engine-ngram.log"))
-        for name in traces:
-            for policy, hints in policies.items():
-                result = replay_once(url, schedules[name], prompts[name], {"tpot_ms": slo[name], **hints})
-                rows.append(row(name, policy, result, slo[name]))
-    columns = ["trace", "policy", "slo_x0.8", "slo_x1", "slo_x1.2", "goodput_rps", "tpot_p50_ms", "tpot_p99_ms"]
+        for drafter in drafters:
+            with contextlib.ExitStack() as inner:
+                url = (
+                    plain_url
+                    if args.quick
+                    else inner.enter_context(
+                        running_engine(engine(speculation(drafter, setup)), log_path=folder / f"engine-{drafter}.log")
+                    )
+                )
+                variants = {"none": (plain_url, off)} | {p: (url, h) for p, h in policies.items()}
+                for rep in range(repeats):
+                    for name in traces:
+                        names = list(variants)
+                        for policy in names[rep % len(names) :] + names[: rep % len(names)]:
+                            target, hints = variants[policy]
+                            if policy != "none":
+                                hints = {"tpot_ms": slo[name], **hints}
+                            result = replay_once(target, schedules[name], prompts[name], hints)
+                            runs.setdefault((drafter, name, policy), []).append(row(name, policy, result, slo[name]))
+                        print(f"{drafter} rep {rep} {name}: done at {time.perf_counter() - started:.0f} s", flush=True)
+    rows = aggregate(runs)
+    goal_rows = goals(rows)
+    columns = ["drafter", "trace", "policy", "slo_x1", "slo_x1_min", "slo_x1_max", "tpot_p50_ms", "tpot_speedup"]
     print(f"capacity without speculation: {capacity:.1f} output tokens/s; SLO (P90 TPOT, ms): {slo}")
-    print(table(rows, [*columns, "accept_length", "failed"]))
-    payload = {"model": str(model), "capacity_tokens_per_s": capacity, "load": args.load, "slo_tpot_ms": slo}
-    path = write_json(folder, "replay", {**payload, "schedules": meta, "rows": rows})
+    print(table(rows, [*columns, "goodput_rps", "accept_length", "failed"]))
+    print(table(goal_rows, ["goal", "value", "target", "met", "detail"]))
+    payload = {
+        "model": str(model),
+        "setup": {"model": str(setup.model), "inflate": setup.inflate, "draft_model": str(setup.draft_model)},
+        "drafters": list(drafters),
+        "repeats": repeats,
+        "baseline": "K=0 hint on the drafter engine" if args.quick else "plain engine (no drafter)",
+        "capacity_tokens_per_s": capacity,
+        "load": args.load,
+        "slo_tpot_ms": slo,
+        "seconds": time.perf_counter() - started,
+    }
+    path = write_json(folder, "replay", {**payload, "schedules": meta, "rows": rows, "goals": goal_rows})
     _plot(rows, folder / "replay.png")
     print(f"wrote {path}")
     return 0
 
 
+def aggregate(runs: dict[tuple, list[dict]]) -> list[dict]:
+    """One row per (drafter, trace, policy): medians over repetitions, min-max of attainment and TPOT p50, and the
+    TPOT speedup over "none" of the same drafter phase (ratio of medians)."""
+    rows = []
+    for (drafter, trace, policy), reps in runs.items():
+        out = {"drafter": drafter, "trace": trace, "policy": policy, "repeats": len(reps)}
+        out["requests"], out["failed"] = reps[0]["requests"], sum(r["failed"] for r in reps)
+        out["errors"] = sorted({e for r in reps for e in r["errors"]})
+        for key in [f"slo_x{s:g}" for s in SLO_SCALES] + ["goodput_rps", "tpot_p50_ms", "tpot_p99_ms", "accept_length"]:
+            values = [r[key] for r in reps if r[key] is not None]
+            out[key] = statistics.median(values) if values else None
+            if key in ("slo_x1", "tpot_p50_ms") and values:
+                out[f"{key}_min"], out[f"{key}_max"] = min(values), max(values)
+        rows.append(out)
+    for r in rows:
+        base = next(b for b in rows if (b["drafter"], b["trace"], b["policy"]) == (r["drafter"], r["trace"], "none"))
+        r["tpot_speedup"] = base["tpot_p50_ms"] / r["tpot_p50_ms"] if r["tpot_p50_ms"] else None
+    return rows
+
+
+def goals(rows: list[dict]) -> list[dict]:
+    """Issue 16's replay goals at SLO scale 1.0, worst over (drafter, trace)."""
+    out = []
+    mine = [r for r in rows if r["policy"] == "moe-serve"]
+    if mine:
+        att, speed = min(r["slo_x1"] for r in mine), min(r["tpot_speedup"] for r in mine)
+        out.append(_goal("moe-serve attainment at SLO x1 (worst cell)", att, ">= 0.95", att >= 0.95))
+        out.append(_goal("moe-serve TPOT speedup vs none (worst cell)", speed, ">= 1.25", speed >= 1.25))
+    behind = [
+        f"{r['drafter']}/{r['trace']}"
+        for r in rows
+        if r["policy"] == "adaspec"
+        and r["slo_x1"]
+        < next(
+            b["slo_x1"] for b in rows if (b["drafter"], b["trace"], b["policy"]) == (r["drafter"], r["trace"], "none")
+        )
+    ]
+    if any(r["policy"] == "adaspec" for r in rows):
+        out.append(
+            _goal("adaspec cells below none's attainment at x1", float(len(behind)), "0", not behind, ", ".join(behind))
+        )
+    return out
+
+
+def _goal(goal: str, value: float, target: str, met: bool, detail: str = "") -> dict:
+    return {"goal": goal, "value": value, "target": target, "met": met, "detail": detail}
+
+
 def _plot(rows: list[dict], path: Path) -> None:
-    traces = list(dict.fromkeys(r["trace"] for r in rows))
-    fig, axes = figure(len(traces), (6 * len(traces), 3.6))
-    for ax, trace in zip(axes, traces, strict=True):
-        mine = [r for r in rows if r["trace"] == trace]
+    panels = list(dict.fromkeys((r["drafter"], r["trace"]) for r in rows))
+    fig, axes = figure(len(panels), (5 * len(panels), 3.6))
+    for ax, (drafter, trace) in zip(axes, panels, strict=True):
+        mine = [r for r in rows if (r["drafter"], r["trace"]) == (drafter, trace)]
         for scale in SLO_SCALES:
             ax.plot([r["policy"] for r in mine], [r[f"slo_x{scale:g}"] for r in mine], "o-", label=f"SLO x{scale:g}")
         ax.set_ylim(0, 1.05)
-        ax.set_ylabel("SLO attainment (TPOT)")
-        ax.set_title(trace)
+        ax.set_ylabel("SLO attainment (TPOT), median")
+        ax.set_title(f"{trace}, {drafter}")
         ax.tick_params(axis="x", labelrotation=30, labelsize=7)
         ax.legend(fontsize=7)
     save_figure(fig, path, "Trace replay: TPOT SLO attainment per policy (SLO = P90 TPOT without speculation)")

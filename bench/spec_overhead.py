@@ -28,7 +28,7 @@ import psutil
 from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
 from bench._heldout import prompt_sets
 from bench._load import complete, run_batch, served_model
-from bench._models import resolve_model
+from bench._models import DENSE_DRAFTS, bench_engine, resolve_model
 from bench.policies import as_token_ids
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, EngineConfig, SpeculationConfig
 from moe_sglang.metrics import VERIFY_TOKENS
@@ -47,18 +47,8 @@ def speculation(algorithm: str, draft: Path) -> SpeculationConfig:
 
 
 def engine(model: Path, spec: SpeculationConfig, layout: str, threads: int) -> EngineConfig:
-    """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike;
-    a small KV pool (16 requests of the 256-token context fit), so three engines fit beside other jobs."""
-    return EngineConfig(
-        model_path=str(model),
-        port=0,
-        max_running_requests=16,
-        max_total_tokens=8192,
-        speculation=spec,
-        threads=threads,
-        settings=EngineSettings(verify_layout=layout),
-        extra_args=("--enable-metrics",),
-    )
+    """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike."""
+    return bench_engine(model, spec, threads, EngineSettings(verify_layout=layout), ("--enable-metrics",))
 
 
 def cpu_seconds(url: str) -> float:
@@ -192,8 +182,8 @@ def layout_summary(rows: list[dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
-    parser.add_argument("--draft", type=Path, default=DEFAULT_DRAFT_MODEL, help="STANDALONE draft model")
+    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: deciding_setup()'s, not inflated)")
+    parser.add_argument("--draft", type=Path, default=None, help="STANDALONE draft model (default: the model's own)")
     parser.add_argument("--repeats", type=int, default=5, help="rounds per cell (ratios per round)")
     parser.add_argument("--tokens", type=int, default=64, help="output tokens per request")
     parser.add_argument("--quick", action="store_true", help="smoke run: batch 2, 2 rounds, short outputs")
@@ -202,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "spec_overhead")
     model = resolve_model(args.model)
+    args.draft = args.draft or DENSE_DRAFTS.get(model.name, DEFAULT_DRAFT_MODEL)
     tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
     batches = (2,) if args.quick else (1, 8)
     prompts = as_token_ids(prompt_sets(16, 160 if args.quick else 400), model, 96)["mixed"]

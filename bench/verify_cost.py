@@ -1,5 +1,6 @@
 """Verify-step cost on a sparse MoE: forward time of t = 1..K+1 tokens over a cached prefix, against the unique
-experts those tokens touch, on the bundled model and its function-preserving inflated variant (memory-bound on CPU).
+experts those tokens touch, on the deciding setup's model (bench/_models.py deciding_setup()) and its function-preserving inflated variant
+(memory-bound on CPU).
 
 Measured in-process with transformers' Mixtral (fp32, the engine's CPU dtype), one forward of t tokens after a cached
 prefix of held-out text, the cache cropped back between forwards, best of several repeats; unique experts are counted from the routers' own
@@ -12,14 +13,13 @@ MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/cost_model.py) put in place of t
 natural sweep (pred_moesd_ms: how far uniform routing is from the real router), and the bandwidth limit = bytes of the unique experts /
 memory bandwidth of this machine (a large torch copy, read+write bytes / time).
 
-    python -m bench.verify_cost [--model PATH] [--inflate 4] [--max-k 7] [--quick] [--out DIR]
+    python -m bench.verify_cost [--model PATH] [--inflate N] [--max-k 7] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import torch
 
 from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import heldout_documents
-from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
+from bench._models import MoeCheckpoint, add_setup_arguments, read_checkpoint, setup_from_args, timed_model
 from bench._routing import probed_routers
 from service.policy.cost_model import expected_experts
 
@@ -127,8 +127,7 @@ def add_predictions(rows: list[dict], ckpt: MoeCheckpoint, bandwidth: float) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: the bundled moe-tiny)")
-    parser.add_argument("--inflate", type=int, default=4, help="expert intermediate-size factor of the variant")
+    add_setup_arguments(parser)
     parser.add_argument("--max-k", type=int, default=7, help="largest draft length K (forwards of 1..K+1 tokens)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: stable on a shared machine)")
     parser.add_argument("--quick", action="store_true", help="smoke run: K <= 3, few repeats")
@@ -140,15 +139,14 @@ def main(argv: list[str] | None = None) -> int:
     repeats, windows, prefix = (2, 1, 32) if args.quick else (5, 3, 96)
     bandwidth = memory_bandwidth(64 if args.quick else 512)
     texts = heldout_documents("prose", windows) + heldout_documents("python", windows)
-    source = resolve_model(args.model)
+    setup = setup_from_args(args)
     rows, fits = [], {}
-    with tempfile.TemporaryDirectory(prefix="verify-cost-") as tmp:
-        models = [read_checkpoint(source)]
-        if args.inflate > 1:
-            models.append(read_checkpoint(inflated(source, Path(tmp) / f"{source.name}-x{args.inflate}", args.inflate)))
-        for ckpt in models:
-            rows += measure_model(ckpt, texts, max_k, repeats, min(prefix, ckpt.context - max_k - 1))
-            fits[ckpt.path.name] = add_predictions(rows, ckpt, bandwidth)
+    models = [read_checkpoint(setup.model)]
+    if setup.inflate > 1:  # the deciding setup's memory-bound copy, cached under .cache/inflated
+        models.append(read_checkpoint(timed_model(setup)))
+    for ckpt in models:
+        rows += measure_model(ckpt, texts, max_k, repeats, min(prefix, ckpt.context - max_k - 1))
+        fits[ckpt.path.name] = add_predictions(rows, ckpt, bandwidth)
     columns = ["model", "sweep", "tokens", "unique_per_layer", "moesd_n_t", "time_ms", "pred_moesd_ms", "pred_fit_ms"]
     columns.append("bw_limit_ms")
     print(f"memory bandwidth (torch copy): {bandwidth / 1e9:.2f} GB/s, {args.threads} thread(s)")
@@ -156,7 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json(
         folder,
         "verify_cost",
-        {"bandwidth_bytes_per_s": bandwidth, "threads": args.threads, "max_k": max_k, "fits": fits, "rows": rows},
+        {
+            "setup": {"model": str(setup.model), "inflate": setup.inflate},
+            "bandwidth_bytes_per_s": bandwidth,
+            "threads": args.threads,
+            "max_k": max_k,
+            "fits": fits,
+            "rows": rows,
+        },
     )
     _plot(rows, folder / "verify_cost.png")
     print(f"wrote {path}")

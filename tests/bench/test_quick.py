@@ -1,5 +1,6 @@
-"""Every decision benchmark of issue 9 runs in --quick mode on the bundled model and writes well-formed JSON and PNG;
-run_all's results block renders from what they wrote. Sizes are tiny: this checks plumbing, not numbers."""
+"""Every decision benchmark of issue 9 runs in --quick mode on the bundled model (inflated as the deciding setup says)
+and writes well-formed JSON and PNG; run_all's results block renders from what they wrote, and run_all hands the
+setup overrides to every bench. Sizes are tiny: this checks plumbing, not numbers."""
 
 import importlib.util
 import json
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from moe_sglang.launch import DEFAULT_MODEL
+from bench._models import QUICK_INFLATE, deciding_setup
+from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL
 
 HAVE_SGLANG = importlib.util.find_spec("sglang") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -44,12 +46,23 @@ def finite(value) -> bool:
 def test_verify_cost(bundled_model, results):
     data = run_quick("verify_cost", bundled_model, results)
     assert data["bandwidth_bytes_per_s"] > 0
-    assert {r["model"] for r in data["rows"]} == {"moe-tiny", "moe-tiny-x4"}
+    assert {r["model"] for r in data["rows"]} == {"moe-tiny", f"moe-tiny-x{QUICK_INFLATE}"}
+    assert data["setup"]["inflate"] == QUICK_INFLATE  # quick runs: a small copy of the model given
     assert {r["sweep"] for r in data["rows"]} == {"natural", "forced"}
     for r in data["rows"]:
         assert r["time_ms"] > 0 and finite(r["pred_fit_ms"]) and r["bw_limit_ms"] > 0
         assert (r["sweep"] == "natural") == finite(r.get("pred_moesd_ms"))
         assert 1 <= r["unique_per_layer"] <= 8
+
+
+def test_budget_takes_the_inflation_from_the_command_line(bundled_model, results):
+    from bench import budget
+
+    folder = results / "budget-x2"
+    assert budget.main(["--quick", "--model", str(bundled_model), "--inflate", "2", "--out", str(folder)]) == 0
+    data = json.loads((folder / "budget.json").read_text())
+    assert data["setup"]["inflate"] == 2
+    assert {r["model"] for r in data["rows"]} == {"moe-tiny", "moe-tiny-x2"}
 
 
 def test_budget(bundled_model, results):
@@ -66,11 +79,19 @@ def test_budget(bundled_model, results):
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_SGLANG, reason="SGLang is not installed (run scripts/setup.sh)")
 def test_policies(bundled_model, results):
+    from bench.policies import POLICY_NAMES
+
     data = run_quick("policies", bundled_model, results)
-    policies = {r["policy"] for r in data["rows"]}
-    assert {"none", "static-1", "static-3", "sglang-adaptive", "cascade", "adaspec", "moe-serve"} <= policies
-    assert all(r["tpot_ms"] > 0 and r["tokens_per_s"] > 0 for r in data["rows"])
-    assert {s["policy"] for s in data["summary"]} == policies
+    assert {r["policy"] for r in data["rows"]} == set(POLICY_NAMES)
+    assert {"none", "static-1", "static-4", "sglang-adaptive", "cascade", "adaspec", "moe-serve"} <= set(POLICY_NAMES)
+    assert {r["drafter"] for r in data["rows"]} == {"standalone"}  # --quick: the last drafter, one engine start
+    for r in data["rows"]:
+        assert r["rounds"] == data["repeats"] == len(r["tpot_ms_rounds"]) == 2
+        assert 0 < r["tpot_ms_min"] <= r["tpot_ms"] <= r["tpot_ms_max"] and r["tokens_per_s"] > 0
+    assert {s["policy"] for s in data["summary"] if s["drafter"] == "all"} == set(POLICY_NAMES)
+    assert [g["goal"] for g in data["goals"]][0].startswith("worst-case TPOT slowdown")
+    assert all(isinstance(g["met"], bool) for g in data["goals"])
+    assert len(data["spread"]) == len(data["cell_seconds"]) == 1
     assert data["vllm_skipped"]
 
 
@@ -105,6 +126,80 @@ def test_spec_overhead(bundled_model, results):
         # the same greedy steps on both layouts: ragged can only verify fewer tokens
         assert 0 < s["ragged_verify_tokens"] <= s["rectangular_verify_tokens"], s
     assert data["cpu"]["model"]
+
+
+def test_spread_and_goals_are_computed_from_rounds():
+    from bench.policies import goals, separated, spread_report
+
+    def row(policy, prompts, values):
+        return {
+            "drafter": "ngram",
+            "prompts": prompts,
+            "batch": 1,
+            "policy": policy,
+            "tpot_ms": sorted(values)[1],
+            "tpot_ms_min": min(values),
+            "tpot_ms_max": max(values),
+        }
+
+    rows = []
+    for prompts, none in (("code", (20, 21, 22)), ("prose", (20, 21, 22))):
+        rows += [
+            row("none", prompts, none),
+            row("static-1", prompts, (18, 19, 20)),  # overlaps none (20): within the spread
+            row("static-2", prompts, (15, 16, 17)),
+            row("static-3", prompts, (30, 31, 32)),
+            row("static-4", prompts, (30, 31, 32)),
+            row("sglang-adaptive", prompts, (16, 17, 18)),
+            row("cascade", prompts, (10, 11, 12)),
+            row("adaspec", prompts, (20, 21, 22)),
+            row("moe-serve", prompts, (13, 14, 15)),
+        ]
+    code = next(s for s in separated(rows) if s["prompts"] == "code")
+    pairs = {(p["faster"], p["slower"]) for p in code["pairs"]}
+    assert ("moe-serve", "none") in pairs and ("cascade", "moe-serve") in pairs
+    assert ("static-1", "none") not in pairs and ("moe-serve", "static-2") not in pairs  # 15 = 15: touching ranges
+    report = next(r for r in spread_report(separated(rows)) if r["prompts"] == "code")
+    assert "cascade" in report["beats_moe-serve"] and "none" in report["moe-serve_beats"]
+    got = {g["goal"].split(" (")[0]: g for g in goals(rows)}
+    assert got["worst-case TPOT slowdown vs none"]["value"] == pytest.approx(14 / 21)
+    assert got["mean TPOT gain vs best static K"]["value"] == pytest.approx(16 / 14 - 1)  # static-2: the best K
+    assert (
+        got["cells behind cascade beyond the spread"]["value"] == 2
+        and not got["cells behind cascade beyond the spread"]["met"]
+    )
+    assert (
+        got["best code speedup vs none"]["value"] == pytest.approx(21 / 14)
+        and not got["best code speedup vs none"]["met"]
+    )
+
+
+def test_run_all_hands_the_setup_to_every_bench(monkeypatch, tmp_path):
+    from bench import run_all
+
+    seen = {}
+
+    def fake_run(name, argv):
+        seen[name] = argv
+        return {"bench": name, "exit_code": 0, "seconds": 0.0, "error": None, "argv": argv}
+
+    monkeypatch.setattr(run_all, "run_bench", fake_run)
+    monkeypatch.setattr(run_all, "render", lambda *a, **k: "report\n")
+    argv = ["--quick", "--out", str(tmp_path), "--model", "/m", "--inflate", "3", "--draft-model", "/d"]
+    assert run_all.main(argv) == 0
+    assert set(seen) == set(run_all.BENCHES)
+    for name, got in seen.items():
+        assert got[:3] == ["--out", str(tmp_path / name), "--quick"]
+        assert "--model" in got and "/m" in got and got[got.index("--inflate") + 1] == "3"
+        assert ("--draft-model" in got) == (name in ("policies", "replay"))
+    assert run_all.dry_estimate(list(run_all.BENCHES), quick=False)["policies"] > 0
+
+
+def test_deciding_setup_names_existing_checkpoints():
+    setup = deciding_setup()
+    assert (setup.model / "config.json").exists() and (setup.draft_model / "config.json").exists()
+    assert setup.inflate >= 1 and set(setup.drafters) <= {"ngram", "standalone"}
+    assert DEFAULT_DRAFT_MODEL.exists()
 
 
 def test_results_block_renders_from_bench_json(bundled_model, results):
