@@ -2,8 +2,10 @@
 
 Wraps SGLang's `TopK` routing (topk_hook below). Outside a verify forward it passes the routing through, so
 prefill, plain decode and the draft model are never affected. Inside one, per MoE layer:
-- it records which experts the routing picked (`wanted`) and which the MoE then computes (`touched`), as [E] bool
-  tensors on the routing's device, so counting costs no host sync per layer (one `.tolist()` at the end of the step);
+- it records which experts the routing picked (`wanted`) and which the MoE then computes (`touched`); without a
+  budget the two are the same and the layer only keeps its `topk_ids` (no tensor op per layer: a plain decode step
+  pays nothing for being counted), with one they are [E + 1] bool masks on the routing's device. Either way counting
+  costs no host sync per layer (one scatter and one `.tolist()` at the end of the step);
 - with a budget B (from the policies, see policies.StepPlan) it keeps the B experts with the largest router
   probability summed over the verify tokens that can still be accepted (a request's drafts deeper than its K_i
   never can, so they do not vote) (`service.kernels.moe_ref.select_budget_experts`) and either
@@ -37,17 +39,40 @@ class VerifyExperts:
     token_weights: torch.Tensor | None = None  # [T] 1 for verify tokens that can be accepted (depth <= K_i), else 0
     wanted: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, picked by the router
     touched: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> [E + 1] bool, computed by the MoE
+    # layers without a budget: layer -> the routing's topk_ids (picked == computed), turned into masks by counts()
+    routed: dict[int, list[torch.Tensor]] = field(default_factory=dict)
+    num_experts: int = 0  # E, known once a layer has routed
 
     def counts(self) -> tuple[tuple[int, ...], int]:
         """(unique experts touched per layer in layer order, experts dropped by the budget over all layers)."""
-        if not self.touched:
+        if not self.touched and self.routed and all(_one_token(ids) for ids in self.routed.values()):
+            # one token per layer (a batch-1 plain decode): top-k picks k distinct experts, nothing to count
+            return tuple(self.routed[i][0].shape[1] for i in sorted(self.routed)), 0
+        masks = self._routed_masks()
+        touched = {**masks, **self.touched}
+        if not touched:
             return (), 0
-        layers = sorted(self.touched)
-        touched = torch.stack([self.touched[i] for i in layers])[:, 1:]  # [L, E]
-        wanted = torch.stack([self.wanted[i] for i in layers])[:, 1:]  # [L, E]
-        unique = touched.sum(dim=1).tolist()
-        dropped = int((wanted & ~touched).sum())
+        layers = sorted(touched)
+        unique = torch.stack([touched[i] for i in layers])[:, 1:].sum(dim=1).tolist()  # [L]
+        dropped = 0
+        if self.touched:  # only budgeted layers can drop experts
+            budgeted = sorted(self.touched)
+            wanted = torch.stack([self.wanted[i] for i in budgeted])[:, 1:]
+            dropped = int((wanted & ~torch.stack([self.touched[i] for i in budgeted])[:, 1:]).sum())
         return tuple(int(u) for u in unique), dropped
+
+    def _routed_masks(self) -> dict[int, torch.Tensor]:
+        """[E + 1] bool per unbudgeted layer, all layers in one scatter (slot 0 absorbs id -1, as _experts_mask)."""
+        if not self.routed:
+            return {}
+        layers = sorted(self.routed)
+        ids = [torch.cat(self.routed[i]).reshape(-1) for i in layers]
+        if len({t.numel() for t in ids}) > 1:  # layers saw different token counts: one mask each
+            return {i: _experts_mask(t, self.num_experts, None) for i, t in zip(layers, ids, strict=True)}
+        stacked = torch.stack(ids).long() + 1  # [L, T * k]
+        masks = torch.zeros(len(layers), self.num_experts + 1, dtype=torch.bool, device=stacked.device)
+        masks.scatter_(1, stacked, True)
+        return dict(zip(layers, masks, strict=True))
 
 
 # The target forward of the decode step in flight in this thread (a verify, or a plain decode), set by the
@@ -109,21 +134,26 @@ def route_in_verify(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The (weights, ids) the MoE should compute for this verify layer, recording what was wanted and touched."""
     num_experts = router_logits.shape[-1]
-    scope.wanted[layer_id] = _experts_mask(topk_ids, num_experts, scope.wanted.get(layer_id))
+    scope.num_experts = num_experts
     budget = _layer_budget(scope.budget, layer_id, num_experts, topk_ids.shape[1])
-    if budget is not None and topk_ids.shape[0] > 0:
-        probs = torch.softmax(router_logits.float(), dim=-1)  # [T, E]
-        weights = scope.token_weights
-        if weights is not None and weights.shape[0] != probs.shape[0]:
-            weights = None  # padded batch: rank over every token
-        mask = select_budget_experts(probs, budget, token_weights=weights)  # [E]
-        k = topk_ids.shape[1]
-        if scope.mode == "substitution" and plain_softmax and k <= budget:
-            ids, weights = apply_budget_substitution(router_logits, mask, k, renormalize=renormalize)
-        else:
-            ids, weights = apply_budget_truncation(topk_ids.long(), topk_weights.float(), mask, renormalize=renormalize)
-            ids = _redirect_dropped(ids, mask, probs)
-        topk_ids, topk_weights = ids.to(topk_ids.dtype), weights.to(topk_weights.dtype)
+    if budget is None or topk_ids.shape[0] == 0:
+        # nothing dropped: what the router picked is what the MoE computes (SGLang's CPU and GPU MoE read
+        # topk_ids without writing it, so the reference holds the routing until counts())
+        scope.routed.setdefault(layer_id, []).append(topk_ids)
+        return topk_weights, topk_ids
+    scope.wanted[layer_id] = _experts_mask(topk_ids, num_experts, scope.wanted.get(layer_id))
+    probs = torch.softmax(router_logits.float(), dim=-1)  # [T, E]
+    weights = scope.token_weights
+    if weights is not None and weights.shape[0] != probs.shape[0]:
+        weights = None  # padded batch: rank over every token
+    mask = select_budget_experts(probs, budget, token_weights=weights)  # [E]
+    k = topk_ids.shape[1]
+    if scope.mode == "substitution" and plain_softmax and k <= budget:
+        ids, weights = apply_budget_substitution(router_logits, mask, k, renormalize=renormalize)
+    else:
+        ids, weights = apply_budget_truncation(topk_ids.long(), topk_weights.float(), mask, renormalize=renormalize)
+        ids = _redirect_dropped(ids, mask, probs)
+    topk_ids, topk_weights = ids.to(topk_ids.dtype), weights.to(topk_weights.dtype)
     scope.touched[layer_id] = _experts_mask(topk_ids, num_experts, scope.touched.get(layer_id))
     return topk_weights, topk_ids
 
@@ -154,6 +184,10 @@ def _redirect_dropped(ids: torch.Tensor, mask: torch.Tensor, probs: torch.Tensor
             out[:, slot] = torch.where(take, cand, out[:, slot])
             need = need & ~take
     return out
+
+
+def _one_token(routed: list[torch.Tensor]) -> bool:
+    return len(routed) == 1 and routed[0].dim() == 2 and routed[0].shape[0] == 1
 
 
 def _experts_mask(ids: torch.Tensor, num_experts: int, into: torch.Tensor | None) -> torch.Tensor:

@@ -122,10 +122,20 @@ class SpecMetrics:
             ["policy", "position"],
             registry=r,
         )
+        self._children: dict[tuple, object] = {}
+
+    def _at(self, metric, *labels: str):
+        """`metric.labels(*labels)`, remembered: prometheus_client validates and locks on every `labels()` call, and
+        the scheduler records a few per request every step."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def count_forward(self, kind: str, tokens: int) -> None:
         """A target forward of a decode step: kind "verify" or "decode", `tokens` = its input rows."""
-        self.target_forwards.labels(kind).inc()
+        self._at(self.target_forwards, kind).inc()
         (self.verify_tokens if kind == "verify" else self.decode_tokens).inc(tokens)
 
     @classmethod
@@ -138,34 +148,34 @@ class SpecMetrics:
         """`chosen`: the K each request's policy chose (default: the k verified, stats.requests[i].k)."""
         chosen = chosen or tuple(r.k for r in stats.requests)
         for policy, tenant, r, k in zip(policies, tenants, stats.requests, chosen, strict=True):
-            self.k.labels(policy, tenant).observe(k)
+            self._at(self.k, policy, tenant).observe(k)
             if k == 0:
-                self.off.labels(policy, tenant).inc()
-            self.accept_length.labels(policy, tenant).observe(r.accepted + 1)
+                self._at(self.off, policy, tenant).inc()
+            self._at(self.accept_length, policy, tenant).observe(r.accepted + 1)
             self._record_vllm(policy, tenant, r.k, r.accepted)
             for position in range(1, r.k + 1):
-                self.proposed_at.labels(policy, str(position)).inc()
+                self._at(self.proposed_at, policy, str(position)).inc()
                 if position <= r.accepted:
-                    self.accepted_at.labels(policy, str(position)).inc()
+                    self._at(self.accepted_at, policy, str(position)).inc()
         for policy in dict.fromkeys(policies):
             mine = [r for p, r in zip(policies, stats.requests, strict=True) if p == policy]
             verified = len(mine) * stats.verify_width if stats.verify_width else sum(r.k + 1 for r in mine)
-            self.utility.labels(policy).observe(sum(r.accepted + 1 for r in mine) / verified)
+            self._at(self.utility, policy).observe(sum(r.accepted + 1 for r in mine) / verified)
         for phase, seconds in (("draft", stats.draft_s), ("verify", stats.verify_s), ("other", stats.other_s)):
-            self.step_seconds.labels(phase).observe(seconds)
+            self._at(self.step_seconds, phase).observe(seconds)
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"
         if len({k == 0 for k in chosen}) == 2:
             self.mixed.inc()
         for unique in () if stats.plain else stats.unique_experts:  # verify forwards only (the metric's meaning)
-            self.unique.labels(batch_policy).observe(unique)
+            self._at(self.unique, batch_policy).observe(unique)
         if dropped:
-            self.dropped.labels(batch_policy).inc(dropped)
+            self._at(self.dropped, batch_policy).inc(dropped)
 
     def _record_vllm(self, policy: str, tenant: str, verified: int, accepted: int) -> None:
         if verified == 0:
             return  # no draft this request-step: vLLM counts only steps that proposed one
-        self.vllm_drafts.labels(policy, tenant).inc()
-        self.vllm_draft_tokens.labels(policy, tenant).inc(verified)
-        self.vllm_accepted.labels(policy, tenant).inc(accepted)
+        self._at(self.vllm_drafts, policy, tenant).inc()
+        self._at(self.vllm_draft_tokens, policy, tenant).inc(verified)
+        self._at(self.vllm_accepted, policy, tenant).inc(accepted)
         for position in range(accepted):
-            self.vllm_accepted_per_pos.labels(policy, str(position)).inc()
+            self._at(self.vllm_accepted_per_pos, policy, str(position)).inc()

@@ -71,6 +71,8 @@ class SpecRuntime:
     policies: PolicySet = field(init=False)
     metrics: SpecMetrics | None = field(init=False)
     history: dict[str, deque] = field(default_factory=dict)  # rid -> recent accepted counts
+    # (rid, id of its sampling parameters) -> its parsed hints; the id keeps a client's reused rid from matching
+    hints: dict[tuple[str, int], RequestHints] = field(default_factory=dict)
     counts: ForwardCounts = field(default_factory=ForwardCounts)
     steps: int = 0  # steps closed in this process
     last: StepStats | None = None  # the latest step's stats (tests, debugging)
@@ -156,11 +158,19 @@ class SpecRuntime:
             self.metrics.count_forward(kind, tokens)
 
     def _hints(self, req) -> RequestHints:
-        try:
-            return parse_hints(req.sampling_params.custom_params, self.settings.default_policy)
-        except ValueError as err:  # a client's malformed hint: warn, never fail the batch from the scheduler
-            logger.warning("request %s: ignoring moe_serve hints (%s)", req.rid, err)
-            return parse_hints(None, self.settings.default_policy)
+        """The request's hints, parsed at its first decode step (a request's sampling parameters do not change)."""
+        key = (req.rid, id(req.sampling_params))
+        hints = self.hints.get(key)
+        if hints is None:
+            if len(self.hints) > 1024:  # requests that left: parsed again if they ever come back
+                self.hints.clear()
+            try:
+                hints = parse_hints(req.sampling_params.custom_params, self.settings.default_policy)
+            except ValueError as err:  # a client's malformed hint: warn, never fail the batch from the scheduler
+                logger.warning("request %s: ignoring moe_serve hints (%s)", req.rid, err)
+                hints = parse_hints(None, self.settings.default_policy)
+            self.hints[key] = hints
+        return hints
 
     def _remember(self, requests: tuple[RequestStepStats, ...]) -> None:
         for r in requests:

@@ -24,6 +24,39 @@ def test_no_budget_passes_through_and_counts():
     assert unique == (len(set(ids.flatten().tolist())),) and dropped == 0
 
 
+def test_counts_over_layers_with_and_without_a_budget_and_repeated_calls():
+    """Unbudgeted layers are counted from their ids at the end (one scatter), budgeted ones from masks; a layer
+    routed twice in one forward counts the union; id -1 (padding) is no expert."""
+    scope = VerifyExperts(budget=(E, 2, E))  # layer 1 budgeted, layers 0 and 2 not
+    seen = {}
+    for layer, seed in ((0, 2), (1, 3), (2, 4), (2, 5)):
+        logits, w, ids = routing(seed)
+        if seed == 4:
+            ids = ids.clone()
+            ids[0] = -1
+        _, out = route_in_verify(scope, layer, w, ids, logits, renormalize=True, plain_softmax=True)
+        seen.setdefault(layer, set()).update(i for i in out.flatten().tolist() if i >= 0)
+    unique, dropped = scope.counts()
+    assert unique == tuple(len(seen[layer]) for layer in (0, 1, 2))
+    assert unique[1] <= 2 and dropped > 0
+
+
+def test_one_token_per_layer_counts_its_k_experts():
+    scope = VerifyExperts()
+    for layer, seed in ((0, 7), (1, 8)):
+        logits, w, ids = routing(seed)
+        route_in_verify(scope, layer, w[:1], ids[:1], logits[:1], renormalize=True, plain_softmax=True)
+    assert scope.counts() == ((K, K), 0)
+
+
+def test_counts_when_layers_saw_different_token_counts():
+    scope = VerifyExperts()
+    logits, w, ids = routing(6)
+    route_in_verify(scope, 0, w, ids, logits, renormalize=True, plain_softmax=True)
+    route_in_verify(scope, 1, w[:3], ids[:3], logits[:3], renormalize=True, plain_softmax=True)
+    assert scope.counts() == ((len(set(ids.flatten().tolist())), len(set(ids[:3].flatten().tolist()))), 0)
+
+
 @pytest.mark.parametrize("budget", [E, E + 3])
 def test_budget_of_all_experts_changes_nothing(budget):
     logits, w, ids = routing(1)
