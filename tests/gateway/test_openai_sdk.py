@@ -97,9 +97,11 @@ def _close(a: float, b: float) -> bool:
 def test_completion_logprobs_are_the_target_models_while_speculating(urls):
     gateway, plain = urls
     asked = dict(model=MODEL, prompt=CODE, max_tokens=16, logprobs=3, **GREEDY)
-    # static K: the tenant's moe-serve policy may rightly decide not to speculate on this engine (its learnt prior)
+    # static K (a tenant allowed it): the moe-serve policy may rightly decide not to speculate here (its learnt prior)
     speculation = {"policy": "static", "stats": True}
-    spec = client(gateway).completions.create(**asked, extra_body={"ignore_eos": True, "speculation": speculation})
+    spec = client(gateway, BOUNDED_KEY).completions.create(
+        **asked, extra_body={"ignore_eos": True, "speculation": speculation}
+    )
     reference = client(plain).completions.create(**asked, extra_body={"ignore_eos": True})
     got, want = spec.choices[0].logprobs, reference.choices[0].logprobs
     assert got.tokens == want.tokens and len(got.tokens) == 16
