@@ -68,6 +68,13 @@ def add_engine_threads_argument(parser) -> None:
     )
 
 
+def add_inflated_model_arguments(parser) -> None:
+    """--model / --inflate / --inflated: the checkpoint and its memory-bound copy (made, or given)."""
+    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: deciding_setup()'s model)")
+    parser.add_argument("--inflate", type=int, default=8, help="expert size factor of the memory-bound copy (0: none)")
+    parser.add_argument("--inflated", default=None, help="an inflated checkpoint to use instead of making one")
+
+
 def figure(ncols: int, size: tuple[float, float]):
     """A headless matplotlib figure with one row of `ncols` axes, returned as (fig, [axes])."""
     import matplotlib

@@ -29,7 +29,14 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
+from bench._common import (
+    add_engine_threads_argument,
+    add_inflated_model_arguments,
+    cpu_info,
+    out_dir,
+    table,
+    write_json,
+)
 from bench._heldout import prompt_sets
 from bench._models import inflated, read_checkpoint, resolve_model
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
@@ -121,9 +128,7 @@ def started(kind: str, model: Path, threads: int, folder: Path, python: Path | N
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: deciding_setup()'s model)")
-    parser.add_argument("--inflate", type=int, default=8, help="expert size factor of the memory-bound copy (0: none)")
-    parser.add_argument("--inflated", default=None, help="an inflated checkpoint to use instead of making one")
+    add_inflated_model_arguments(parser)
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(

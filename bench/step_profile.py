@@ -40,7 +40,14 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
+from bench._common import (
+    add_engine_threads_argument,
+    add_inflated_model_arguments,
+    cpu_info,
+    out_dir,
+    table,
+    write_json,
+)
 from bench._heldout import prompt_sets
 from bench._load import run_batch, served_model
 from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
@@ -286,9 +293,7 @@ def measure(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="Mixtral checkpoint (default: deciding_setup()'s model)")
-    parser.add_argument("--inflate", type=int, default=8, help="expert size factor of the memory-bound copy (0: none)")
-    parser.add_argument("--inflated", default=None, help="an inflated checkpoint to use instead of making one")
+    add_inflated_model_arguments(parser)
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--steps", type=int, default=24, help="profiled steps per stage")
     parser.add_argument("--repeats", type=int, default=3, help="unprofiled TPOT runs per batch")
