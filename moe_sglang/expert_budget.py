@@ -119,6 +119,8 @@ def topk_hook(original, topk, hidden_states, router_logits, *args, **kwargs):
         renormalize=config.renormalize,
         plain_softmax=plain and config.custom_routing_function is None,
     )
+    if weights is out.topk_weights and ids is out.topk_ids:
+        return out  # nothing dropped (the common case): no new tuple
     return out._replace(topk_weights=weights, topk_ids=ids)
 
 

@@ -76,6 +76,7 @@ class SpecRuntime:
     counts: ForwardCounts = field(default_factory=ForwardCounts)
     steps: int = 0  # steps closed in this process
     last: StepStats | None = None  # the latest step's stats (tests, debugging)
+    one_token_experts: tuple[int, ...] | None = None  # unique experts per MoE layer of a 1-token plain decode
 
     def __post_init__(self) -> None:
         self.policies = PolicySet(self.model_shape, self.settings.policy_params)

@@ -49,9 +49,18 @@ class DraftTrees:
 def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
     start = time.perf_counter()
     roots = last_tokens(batch.reqs, worker.device)
-    with routing_scope(None, worker.settings.budget_mode) as experts:  # counted: the policies price what it read
+    runtime = worker.spec_runtime
+    if roots.numel() == 1 and runtime.one_token_experts is not None:
+        # one token: every MoE layer touches its top-k experts, counted once on the first such step (no routing scope,
+        # so the routing hook passes straight through)
         plain = run_plain_decode(worker.target_worker, batch, roots)
-        step.unique_experts = experts.counts()[0]
+        step.unique_experts = runtime.one_token_experts
+    else:
+        with routing_scope(None, worker.settings.budget_mode) as experts:  # counted: the policies price what it read
+            plain = run_plain_decode(worker.target_worker, batch, roots)
+            step.unique_experts = experts.counts()[0]
+        if roots.numel() == 1:
+            runtime.one_token_experts = step.unique_experts
     step.verify_s += time.perf_counter() - start
     step.plain = True
     worker.spec_runtime.count_forward("decode", roots.numel())

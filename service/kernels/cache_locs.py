@@ -19,11 +19,33 @@ def segment_coordinates(start: torch.Tensor, end: torch.Tensor) -> tuple[torch.T
     return seg, col
 
 
+SMALL_BATCH = 8  # up to this many segments a slice per segment beats the vectorised index arithmetic (~10 ops)
+
+
+def small_segments(
+    req_pool_indices: torch.Tensor, start: torch.Tensor, end: torch.Tensor
+) -> list[tuple[int, int, int, int]] | None:
+    """(row, start, end, flat offset) of every non-empty segment when there are few of them (a decode step of a
+    small batch), else None: the caller takes the vectorised path."""
+    if req_pool_indices.numel() > SMALL_BATCH:
+        return None
+    out, flat = [], 0
+    for row, lo, hi in zip(req_pool_indices.tolist(), start.tolist(), end.tolist(), strict=True):
+        if hi > lo:
+            out.append((row, lo, hi, flat))
+            flat += hi - lo
+    return out
+
+
 def _rows(req_to_token: torch.Tensor, pool_len: int, op: str) -> torch.Tensor:
     require_dtype(req_to_token, (torch.int32,), op, "req_to_token")
     require(req_to_token.is_contiguous(), op, "req_to_token must be contiguous")
     require(req_to_token.numel() % pool_len == 0, op, f"req_to_token size is not a multiple of pool_len={pool_len}")
     return req_to_token.view(-1, pool_len)  # [max_reqs, pool_len]
+
+
+def _require_slots(out_cache_loc: torch.Tensor, needed: int, op: str) -> None:
+    require(out_cache_loc.numel() >= needed, op, f"out_cache_loc has {out_cache_loc.numel()} < {needed} slots")
 
 
 def assign_req_to_token_pool_cpu(
@@ -38,10 +60,14 @@ def assign_req_to_token_pool_cpu(
     op = "assign_req_to_token_pool_cpu"
     table = _rows(req_to_token, pool_len, op)
     require_dtype(req_pool_indices, INDEX_DTYPES, op, "req_pool_indices")
+    few = small_segments(req_pool_indices, start_offset, end_offset)
+    if few is not None:
+        _require_slots(out_cache_loc, sum(hi - lo for _, lo, hi, _ in few), op)
+        for row, lo, hi, flat in few:
+            table[row, lo:hi] = out_cache_loc[flat : flat + hi - lo]  # copy_ casts int64 -> int32
+        return
     seg, col = segment_coordinates(start_offset, end_offset)
-    require(
-        out_cache_loc.numel() >= seg.numel(), op, f"out_cache_loc has {out_cache_loc.numel()} < {seg.numel()} slots"
-    )
+    _require_slots(out_cache_loc, seg.numel(), op)
     table[req_pool_indices.long()[seg], col] = out_cache_loc[: seg.numel()].to(torch.int32)
 
 
@@ -57,10 +83,14 @@ def assign_extend_cache_locs_cpu(
     op = "assign_extend_cache_locs_cpu"
     table = _rows(req_to_token, pool_len, op)
     require_dtype(out_cache_loc, (torch.int64,), op, "out_cache_loc")
+    few = small_segments(req_pool_indices, start_offset, end_offset)
+    if few is not None:
+        _require_slots(out_cache_loc, sum(hi - lo for _, lo, hi, _ in few), op)
+        for row, lo, hi, flat in few:
+            out_cache_loc[flat : flat + hi - lo] = table[row, lo:hi]
+        return
     seg, col = segment_coordinates(start_offset, end_offset)
-    require(
-        out_cache_loc.numel() >= seg.numel(), op, f"out_cache_loc has {out_cache_loc.numel()} < {seg.numel()} slots"
-    )
+    _require_slots(out_cache_loc, seg.numel(), op)
     out_cache_loc[: seg.numel()] = table[req_pool_indices.long()[seg], col].long()
 
 

@@ -112,3 +112,41 @@ def test_only_acceptable_tokens_vote():
     expected = select_budget_experts(torch.softmax(logits[:3], -1), 2)
     touched = scope.touched[0][1:]
     assert torch.equal(touched, expected)
+
+
+def test_batch1_plain_steps_count_experts_once_then_reuse_the_count(monkeypatch):
+    """A 1-token plain decode routes k experts per MoE layer: the first one is counted through the routing scope,
+    later ones skip the scope (the hook passes through) and report the same count; a larger batch is counted."""
+    from types import SimpleNamespace
+
+    from moe_sglang import expert_budget, verify
+    from moe_sglang.plain_decode import PlainDecode
+
+    scoped = []
+
+    def fake_decode(target_worker, batch, roots):  # two MoE layers, each token routed to K of E experts
+        scope = expert_budget._VERIFY.get()
+        scoped.append(scope is not None)
+        if scope is not None:
+            for layer in (0, 1):
+                ids = torch.stack([torch.randperm(E)[:K] for _ in range(roots.numel())])
+                route_in_verify(scope, layer, torch.ones_like(ids, dtype=torch.float), ids, torch.zeros(len(ids), E),
+                                renormalize=False, plain_softmax=True)
+        return PlainDecode(roots, None, False)
+
+    monkeypatch.setattr(verify, "run_plain_decode", fake_decode)
+    monkeypatch.setattr(verify, "last_tokens", lambda reqs, device: torch.zeros(len(reqs), dtype=torch.int64))
+    monkeypatch.setattr(verify.StepOutput, "plain", classmethod(lambda cls, *args: None))
+    runtime = SimpleNamespace(one_token_experts=None, count_forward=lambda kind, n: None)
+    worker = SimpleNamespace(device="cpu", spec_runtime=runtime, settings=SimpleNamespace(budget_mode="truncation"),
+                             target_worker=None, speculative_num_draft_tokens=4, draft_token_num=4)
+    monkeypatch.setattr(verify, "_stride", lambda w: 4)
+
+    def step(bs):
+        s = SimpleNamespace(verify_s=0.0, plain=False, unique_experts=())
+        verify.plain_step(worker, SimpleNamespace(reqs=[object()] * bs), s)
+        return s.unique_experts
+
+    assert step(1) == (K, K) and scoped == [True]
+    assert step(1) == (K, K) and scoped == [True, False]  # remembered: no scope
+    assert 2 <= min(step(6)) and scoped[-1] is True  # a batch is counted: the union of its tokens' experts
