@@ -99,7 +99,13 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "the decode step is ours (ngram_worker.py)",
         "(self, batch, on_publish=None, pp_proxy_tensors=None)",
     ),
-    Touchpoint(f"{_NGRAM}._update_ngram_corpus", "call", "feed the trie after each step", "(self, batch)"),
+    Touchpoint(
+        f"{_NGRAM}.clear_cache_pool",
+        "override",
+        "drop the held-back corpus windows with the corpus (ngram_worker.CorpusFeed)",
+        "(self)",
+    ),
+
     *(
         Touchpoint(f"{_NGRAM}.{name}", "attribute", "read by our step")
         for name in (
@@ -124,6 +130,12 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "(self, req_ids, batch_tokens, total_lens)",
     ),
     Touchpoint(f"{_SPEC}.cpp_ngram.ngram_corpus.NgramCorpus.synchronize", "call", "before a lookup", "(self)"),
+    Touchpoint(
+        f"{_SPEC}.cpp_ngram.ngram_corpus.NgramCorpus.batch_put",
+        "call",
+        "feed the trie: the windows of NGRAMWorker._update_ngram_corpus, several steps in one call (CorpusFeed)",
+        "(self, batch_tokens)",
+    ),
     Touchpoint(
         f"{_SPEC}.cpp_ngram.ngram_corpus.NgramCorpus.erase_match_state",
         "call",
