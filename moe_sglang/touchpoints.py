@@ -105,7 +105,6 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "drop the held-back corpus windows with the corpus (ngram_worker.CorpusFeed)",
         "(self)",
     ),
-
     *(
         Touchpoint(f"{_NGRAM}.{name}", "attribute", "read by our step")
         for name in (
