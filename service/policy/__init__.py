@@ -27,6 +27,7 @@ from service.policy.types import (
     RequestDecision,
     RequestStepStats,
     RequestView,
+    ShadowOutcome,
     SloClass,
     StepStats,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RequestDecision",
     "RequestStepStats",
     "RequestView",
+    "ShadowOutcome",
     "SloClass",
     "SpeculationPolicy",
     "StepStats",

@@ -105,6 +105,23 @@ class RequestStepStats:
 
 
 @dataclass(frozen=True)
+class ShadowOutcome:
+    """A draft the engine built but did not verify (its request ran at K = 0 while the drafter's work was done
+    anyway, as NGRAM's lookup is), judged against the tokens the target emitted over the next steps: acceptance
+    measured without a verify. Greedy: exactly what a verify would have accepted; sampled: each judged position is
+    an unbiased estimate of the acceptance probability of that (deterministic) draft token."""
+
+    request_id: str
+    draft_depth: int  # RequestView.draft_depth of the step that built the draft
+    k: int  # positions judged along the draft: the accepted ones, and the first rejected one if any
+    accepted: int  # positions the emitted tokens matched, 0 <= accepted <= k
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.accepted <= self.k:
+            raise ValueError(f"request {self.request_id!r}: need 0 <= accepted <= k, got {self.accepted}, {self.k}")
+
+
+@dataclass(frozen=True)
 class StepStats:
     """What one decode step measured, reported after it ran."""
 
@@ -120,6 +137,7 @@ class StepStats:
     # the drafter's work is fixed per step (the SGLang engine): draft_s then counts as fixed step cost
     verify_width: int = 0  # tokens per request in a rectangular verify; 0 = each request verified its k + 1
     plain: bool = False  # the target ran a plain decode forward (nobody verified a draft): no verify bookkeeping
+    shadow: tuple[ShadowOutcome, ...] = ()  # unverified drafts this step finished judging (moe_sglang/shadow.py)
 
     @property
     def step_s(self) -> float:  # seconds, wall time of the whole step

@@ -129,7 +129,7 @@ def test_spec_overhead(bundled_model, results):
 
 
 def test_spread_and_goals_are_computed_from_rounds():
-    from bench.policies import goals, separated, spread_report
+    from bench._policy_report import goals, separated, spread_report
 
     def row(policy, prompts, values):
         return {

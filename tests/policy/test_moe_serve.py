@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from service.policy.acceptance import expected_tokens
 from service.policy.base import plan
 from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
-from service.policy.types import BatchView, RequestView
+from service.policy.types import BatchView, RequestView, ShadowOutcome
 from tests.policy.helpers import batch, stats
 
 
@@ -169,17 +169,64 @@ def test_cost_model_learns_from_observed_steps():
     assert policy.model.coef != DEFAULT_PRIOR
 
 
-def test_a_new_request_starts_from_what_others_measured():
-    """Once earlier requests have measured hopeless drafts, a new one neither probes on arrival nor before the
-    back-off interval they reached: on short requests, probing each arrival kept the drafter busy for nothing."""
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, probe_steps=4, probe_k=2)
+def arrivals(policy, requests, accepted_by, steps_each=10):
+    """One request at a time, a new one every `steps_each` steps; request j accepts `accepted_by(j)` of its drafts."""
     ks = []
-    for step in range(40):
-        prefix = f"req{step // 10}-"  # a new request every 10 steps
+    for step in range(requests * steps_each):
+        j = step // steps_each
+        prefix = f"req{j}-"
         k = policy.decide(batch(1, max_k=7, prefix=prefix)).requests[0].k
         ks.append(k)
-        policy.observe(stats([k], [0], 0.01, prefix=prefix))
-    # the first two requests probe at once: the prior is a guess until `trust` (8) first drafts were judged
-    assert ks[:4] == [2, 2, 2, 2] and ks[10:14] == [2, 2, 2, 2]
+        policy.observe(stats([k], [min(k, accepted_by(j))], 0.01, prefix=prefix))
+    return [ks[j * steps_each : (j + 1) * steps_each] for j in range(requests)]
+
+
+def test_every_new_request_probes_once_however_the_earlier_ones_did():
+    """Hopeless drafts for a long while, then requests whose drafts are all accepted: nothing at arrival tells them
+    apart, so each arrival probes for one step; the hopeless ones then stay at K = 0 for the rest of their short
+    life (the back-off interval others reached), the first good one speculates from its probe on and the next ones
+    from the prior it raised."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000)
+    per_request = arrivals(policy, 16, lambda j: 0 if j < 12 else 7)
     assert policy.accept.prior_trusted()
-    assert sum(ks[20:]) == 0  # later arrivals inherit the measured prior and the back-off: no probe within 10 steps
+    assert all(ks[0] == 3 for ks in per_request[:13])  # a probe at probe_k, one step
+    assert all(sum(ks[1:]) == 0 for ks in per_request[:12])
+    assert all(min(ks) > 0 for ks in per_request[12:]), per_request[12:]
+
+
+def test_new_requests_keep_drafting_where_some_drafts_pay():
+    """A workload where every fourth request's drafts are all accepted (cost model = the prior): every arrival
+    drafts at its first step (a probe, or the learnt prior), the good ones then speculate to the end and the others
+    fall back to K = 0 after one step."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000)
+    per_request = arrivals(policy, 20, lambda j: 7 if j % 4 == 0 else 0)
+    assert all(ks[0] > 0 for ks in per_request), per_request
+    for j, ks in enumerate(per_request):
+        if j % 4 == 0:
+            assert min(ks) > 0 and ks[-1] == 7, (j, ks)
+        else:
+            assert sum(ks[1:]) == 0, (j, ks)
+
+
+def drafted(n, depth, prefix="r"):
+    view = batch(n, prefix=prefix)
+    return replace(view, requests=tuple(replace(r, draft_depth=depth) for r in view.requests))
+
+
+def test_judged_drafts_set_each_requests_acceptance_without_probes():
+    """Requests whose drafts are in hand (NGRAM) and judged by the engine while at K = 0 (StepStats.shadow; the
+    cost model stays the prior, under which accepted drafts pay at batch 2): two
+    requests with drafts of one depth, one whose drafts the emitted tokens keep matching and one whose they never
+    do, end with different K, and neither is ever probed."""
+    policy = MoeServePolicy(
+        num_experts=8, top_k=2, num_layers=16, acceptance_prior=0.3, probe_every=2, refit_every=10_000
+    )
+    for _ in range(30):
+        d = policy.decide(drafted(2, depth=4))
+        ks = [r.k for r in d.requests]
+        shadow = tuple(ShadowOutcome(f"r{i}", 4, 4, 4) if i == 0 else ShadowOutcome("r1", 4, 1, 0) for i in (0, 1))
+        policy.observe(replace(stats(ks, [ks[0], 0], 0.01), shadow=shadow))
+        assert not policy._probing  # never probed: their drafts are judged for free
+    assert ks[1] == 0 and ks[0] > 0 and policy.accept.get("r0")[0] > 0.9 > 0.1 > policy.accept.get("r1")[0]
+    # a new request with drafts of that depth starts from what the depth achieved across both requests
+    assert policy._drafted_probs("new", 4) == policy.by_depth.get("draft-depth-4")
