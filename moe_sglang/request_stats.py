@@ -20,6 +20,8 @@ read vLLM's (`--per-request-spec-decode-metrics summary`) read ours, plus moe-se
     k_chosen_histogram[k]      decode steps whose policy chose K = k
     num_decode_steps           decode steps after the first token (speculative or plain)
     num_steps_k0               decode steps with speculation off for this request (K = 0, or no speculation at all)
+    num_shadow_drafts          draft positions judged without a verify (NGRAM drafts of K = 0 steps, shadow.py)
+    num_shadow_accepted_drafts those the emitted tokens matched
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class RequestSpecStats:
     drafts_accepted: int = 0  # drafts the target accepted
     tokens: int = 0  # tokens the recorded steps produced (accepted + 1 each)
     plain_steps: int = 0  # decode steps outside the speculative step (engine without speculation)
+    shadow_judged: int = 0  # draft positions judged against the emitted tokens instead of verified
+    shadow_accepted: int = 0  # of them, matched
 
     def add(self, policy: str, k: int, verified: int, accepted: int) -> None:
         self.policy = policy
@@ -70,6 +74,8 @@ class RequestSpecStats:
             "k_chosen_histogram": k_hist,
             "num_decode_steps": sum(k_hist),
             "num_steps_k0": k_hist[0],
+            "num_shadow_drafts": self.shadow_judged,
+            "num_shadow_accepted_drafts": self.shadow_accepted,
         }
 
 
@@ -99,6 +105,14 @@ class RequestStatsBook:
                     self._live.popitem(last=False)
             stats.add(policy, int(k), int(v), int(a))
 
+    def record_shadow(self, outcomes) -> None:
+        """Unverified drafts judged this step (service.policy.ShadowOutcome), of requests already recorded."""
+        for o in outcomes:
+            stats = self._live.get(o.request_id)
+            if stats is not None:
+                stats.shadow_judged += o.k
+                stats.shadow_accepted += o.accepted
+
     def finish(self, rid: str, decode_tokens: int) -> dict:
         """The summary of a request that ended with `decode_tokens` tokens after its first; forgets it. Tokens the
         recorded steps do not account for came from plain decode steps, one each (no speculation on this engine)."""
@@ -121,6 +135,8 @@ def merge_summaries(summaries: Sequence[dict]) -> dict:
         _add_lists(total.accepted, s["acceptance_histogram"])
         total.drafts_verified += s["num_draft_tokens"]
         total.drafts_accepted += s["num_accepted_draft_tokens"]
+        total.shadow_judged += s.get("num_shadow_drafts", 0)
+        total.shadow_accepted += s.get("num_shadow_accepted_drafts", 0)
     return total.summary()
 
 

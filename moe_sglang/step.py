@@ -139,6 +139,8 @@ class SpecRuntime:
             self.policies.observe(name, stats)
         self._remember(requests)
         self.request_stats.record_step(step.rids, plan.policies, plan.ks, verified, [r.accepted for r in requests])
+        if shadow:
+            self.request_stats.record_shadow(shadow)
         if self.metrics is not None:
             tenants = [h.tenant for h in step.hints]
             self.metrics.record(list(plan.policies), tenants, stats, step.dropped_experts, plan.ks)

@@ -63,7 +63,7 @@ def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
             runtime.one_token_experts = step.unique_experts
     step.verify_s += time.perf_counter() - start
     step.plain = True
-    worker.spec_runtime.count_forward("decode", roots.numel())
+    runtime.count_forward("decode", roots.numel())
     return StepOutput.plain(batch, plain, _stride(worker), worker.speculative_num_draft_tokens)
 
 

@@ -28,7 +28,11 @@
            outcomes come in (weight n / (n + 2) after n first-draft outcomes): requests with drafts of one depth can
            differ (prose that repeats itself, arithmetic that does not). Outcomes come from its verifies and, while
            it runs at K = 0, from StepStats.shadow: the engine judges the draft it looked up but did not verify
-           against the tokens emitted next (moe_sglang/shadow.py), so such a request never needs a probe.
+           against the tokens emitted next (moe_sglang/shadow.py), so such a request never needs a probe. With
+           `judged_first` (off by default until the deciding bench has measured it) it stays at K = 0 until its
+           first draft was judged, a step or a few: the
+           depth prior mixes requests whose drafts pay with requests whose do not, and on a memory-bound MoE at
+           batch 1 the first steps of speculation on a hopeless request cost more than waiting costs a good one.
            otherwise p is the request's own (it starts from the batch-wide prior).
   probing  a request kept at K = 0 for P steps runs a probe phase: `probe_steps` steps at K = `probe_k`
            (Cascade's K_start) that measure acceptance; P doubles each time a probe does not lead to speculation
@@ -78,6 +82,7 @@ class MoeServePolicy:
         probe_new_requests: bool = True,
         refit_every: int = 16,
         acceptance_prior: float = 0.5,
+        judged_first: bool = False,
     ) -> None:
         if (
             k_max < 0
@@ -100,6 +105,7 @@ class MoeServePolicy:
         # how far the drafter's match reaches predicts acceptance better than the request's past
         self.by_depth = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)
         self._depth: dict[str, int] = {}  # request -> draft depth at its latest decision
+        self.judged_first = judged_first  # a request with its draft in hand waits for its own first outcome
         self.probe_every, self.max_probe_every, self.refit_every = probe_every, max_probe_every, refit_every
         self.probe_steps, self.probe_k, self.probe_new_requests = probe_steps, probe_k, probe_new_requests
         self._idle: dict[str, int] = {}  # request -> consecutive steps at K = 0
@@ -175,7 +181,7 @@ class MoeServePolicy:
         by_depth = self.by_depth.get(_depth_key(depth))
         seen = self.accept.observed(request_id)
         if seen == 0:
-            return by_depth
+            return [0.0] * len(by_depth) if self.judged_first else by_depth
         w = seen / (seen + 2.0)
         return [w * own + (1.0 - w) * d for own, d in zip(self.accept.get(request_id), by_depth, strict=True)]
 

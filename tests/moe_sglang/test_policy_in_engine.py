@@ -3,11 +3,13 @@ next to K = 3 in one batch), the ragged verify's token count, plain decode steps
 switched per request, the expert budget in verify, and the moe_serve:* metrics on /metrics."""
 
 import concurrent.futures
+from dataclasses import replace
 
 import httpx
 import pytest
 
 from moe_sglang import metrics as names
+from moe_sglang.stats_output import META_KEY
 from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE
 from tests.moe_sglang.test_greedy_vs_transformers import transformers_greedy
@@ -21,6 +23,8 @@ PROMPT = REPETITIVE[0]
 @pytest.fixture(scope="module")
 def engine(tiny_models, engine_pool):
     config = engine_config(tiny_models["mixtral"], metrics=True, algorithm="ngram", topk=1, num_draft_tokens=4)
+    # moe-serve never speculates here (k_max = 0) but its requests are looked up: their drafts are judged unverified
+    config = replace(config, settings=replace(config.settings, policy_params_json='{"moe-serve": {"k_max": 0}}'))
     return engine_pool.url(config)
 
 
@@ -145,6 +149,22 @@ def test_openai_route_carries_gateway_hints(engine):
     body = {"model": model, "prompt": PROMPT, "max_tokens": 8, "temperature": 0, "custom_params": {"moe_serve": hints}}
     httpx.post(f"{engine}/v1/completions", json=body, timeout=300).raise_for_status()
     assert total(scrape(engine), names.K_CHOSEN + "_count", policy="cascade", tenant="acme") > before
+
+
+def test_unverified_drafts_are_judged_by_the_tokens_emitted(engine, reference):
+    """A request kept at K = 0 whose NGRAM drafts are looked up (moe-serve, k_max = 0 on this engine): the engine
+    walks each draft it did not verify along the tokens emitted next (moe_sglang/shadow.py). The corpus already
+    holds this very output, so the drafts are (nearly) all right: a walk out of step with the emitted tokens would
+    judge them wrong."""
+    assert hinted(engine, policy="static")["output_ids"] == reference  # fills the NGRAM corpus
+    out = hinted(engine, policy="moe-serve")
+    assert out["output_ids"] == reference
+    stats = out["meta_info"][META_KEY][0]
+    assert stats["num_spec_steps"] == 0 and stats["num_steps_k0"] == NEW_TOKENS - 1, stats
+    judged, accepted = stats["num_shadow_drafts"], stats["num_shadow_accepted_drafts"]
+    assert judged >= NEW_TOKENS // 2 and accepted >= 0.8 * judged, stats
+    off = hinted(engine, policy="static", max_k=0)["meta_info"][META_KEY][0]  # capped by its hint: no lookup at all
+    assert off["num_shadow_drafts"] == 0
 
 
 def test_step_metrics_exported(engine):

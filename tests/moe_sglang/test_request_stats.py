@@ -6,6 +6,7 @@ import json
 
 from moe_sglang.request_stats import RequestStatsBook, merge_summaries
 from moe_sglang.stats_output import META_KEY, FinishedSummaries, _filed, _stream_with_summary
+from service.policy import ShadowOutcome
 
 
 def test_summary_follows_vllm_definitions():
@@ -26,6 +27,8 @@ def test_summary_follows_vllm_definitions():
         "k_chosen_histogram": [0, 0, 1, 2],
         "num_decode_steps": 3,
         "num_steps_k0": 0,
+        "num_shadow_drafts": 0,
+        "num_shadow_accepted_drafts": 0,
     }
     assert "a" not in book._live and len(book) == 1
 
@@ -40,6 +43,17 @@ def test_request_that_never_speculates_counts_all_steps_at_k0():
     # an engine without speculation never records a step: every token after the first was one plain step
     plain = book.finish("never-seen", decode_tokens=7)
     assert plain["policy"] is None and plain["num_steps_k0"] == 7 and plain["num_decode_steps"] == 7
+
+
+def test_drafts_judged_without_a_verify_are_counted_apart():
+    book = RequestStatsBook()
+    book.record_step(["off", "on"], ["moe-serve"] * 2, [0, 2], [0, 2], [0, 1])
+    book.record_shadow([ShadowOutcome("off", 4, 3, 2), ShadowOutcome("gone", 4, 1, 0)])  # "gone" was never recorded
+    book.record_shadow([ShadowOutcome("off", 4, 1, 1)])
+    off = book.finish("off", decode_tokens=1)
+    assert off["num_shadow_drafts"] == 4 and off["num_shadow_accepted_drafts"] == 3
+    assert off["num_spec_steps"] == 0 and off["num_draft_tokens"] == 0  # verified drafts are another count
+    assert merge_summaries([off, book.finish("on", 2)])["num_shadow_drafts"] == 4
 
 
 def test_a_step_cut_short_by_the_end_adds_no_plain_steps():
