@@ -25,27 +25,27 @@
   drafts   where the engine plans after drafting (RequestView.draft_depth set), K_r is capped at the depth of the
            draft in hand and p starts from acceptance learnt per draft depth across requests (a deep NGRAM match is
            accepted far more often than a one-token guess), moved toward the request's own measured acceptance as its
-           outcomes come in (weight n / (n + 2) after n first-draft outcomes): requests with drafts of one depth can
-           differ (prose that repeats itself, arithmetic that does not). Outcomes come from its verifies and, while
-           it runs at K = 0, from StepStats.shadow: the engine judges the draft it looked up but did not verify
-           against the tokens emitted next (moe_sglang/shadow.py), so such a request never needs a probe. With
-           `judged_first` (off by default until the deciding bench has measured it) it stays at K = 0 until its
-           first draft was judged, a step or a few: the
-           depth prior mixes requests whose drafts pay with requests whose do not, and on a memory-bound MoE at
-           batch 1 the first steps of speculation on a hopeless request cost more than waiting costs a good one.
-           otherwise p is the request's own (it starts from the batch-wide prior).
+           outcomes come in (weight n / (n + 2) after n first-draft outcomes): requests with drafts of one depth
+           differ (prose whose continuation the corpus predicts, arithmetic whose it does not). Outcomes come from
+           its verifies and, while it runs at K = 0, from StepStats.shadow: the engine judges the draft it looked up
+           but did not verify against the tokens emitted next (moe_sglang/shadow.py), so such a request never needs
+           a probe. With `judged_first` (off by default until the deciding bench has measured it) it stays at K = 0
+           until its first draft was judged, a step or a few: the depth prior mixes requests whose drafts pay with
+           requests whose drafts do not. Where the engine plans before drafting, p is the request's own (it starts
+           from the batch-wide prior).
   probing  a request kept at K = 0 for P steps runs a probe phase: `probe_steps` steps at K = `probe_k`
            (Cascade's K_start) that measure acceptance; P doubles each time a probe does not lead to speculation
            (Cascade's back-off) and resets to P0 when it does. A new request probes at once, for one step by
-           default: nothing known at arrival predicts its acceptance (on the bundled models prose is accepted 2x
-           as often as arithmetic, though its prompts repeat themselves least), so acceptance learnt across
-           requests says little about the next one: gated on it, a stream of arithmetic kept every later prose
-           request from ever drafting. One step at K = 3 costs about one plain step on a request where drafts fail
-           (~3 % of a 32-token request), while one where they pay gains 25-35 %; longer probes (4 steps) cost too
-           much on short requests. After the probe, a request that did not speculate waits for the back-off
-           interval other requests reached. A request whose draft is in hand (NGRAM) is never probed: the engine
-           judges the draft it did not verify (drafts, above). Where the verify is rectangular the probe sets the
-           batch's width, so every request drafts to it (no extra verify work).
+           default: nothing known at arrival predicts its acceptance (moe-fine's dense draft verifies 2.9 tokens per
+           step on prose, 1.5 on arithmetic, though the prose prompts repeat themselves least), so acceptance learnt
+           across requests says little about the next one: gated on it, a stream of arithmetic kept every later
+           prose request from ever drafting. One step at K = 3 costs about one plain step where drafts fail (~3 %
+           of a 32-token request), while a request whose drafts pay gains 25-35 %; longer probes (4 steps) cost too
+           much on short requests. On a long prompt the probe also runs the draft model over the whole prompt (its
+           catch-up), which this rule does not price yet. After the probe, a request that did not speculate waits
+           for the back-off interval other requests reached. A request whose draft is in hand (NGRAM) is never
+           probed: the engine judges the draft it did not verify (drafts, above). Where the verify is rectangular the
+           probe sets the batch's width, so every request drafts to it (no extra verify work).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
