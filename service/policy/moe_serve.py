@@ -36,10 +36,9 @@
   probing  a request kept at K = 0 for P steps runs a probe phase: `probe_steps` steps at K = `probe_k`
            (Cascade's K_start) that measure acceptance; P doubles each time a probe does not lead to speculation
            (Cascade's back-off) and resets to P0 when it does. A new request probes at once, for one step by
-           default: nothing known at arrival predicts its acceptance (moe-fine's dense draft verifies 2.9 tokens per
-           step on prose, 1.5 on arithmetic, though the prose prompts repeat themselves least), so acceptance learnt
-           across requests says little about the next one: gated on it, a stream of arithmetic kept every later
-           prose request from ever drafting. One step at K = 3 costs about one plain step where drafts fail (~3 %
+           default: acceptance differs between requests (moe-fine's dense draft verifies 2.9 tokens per step on
+           prose, 1.5 on arithmetic), so acceptance learnt across requests says little about the next one: gated on
+           it, a stream of arithmetic kept every later prose request from ever drafting. One step at K = 3 costs about one plain step where drafts fail (~3 %
            of a 32-token request), while a request whose drafts pay gains 25-35 %; longer probes (4 steps) cost too
            much on short requests. On a long prompt the probe also runs the draft model over the whole prompt (its
            catch-up), which this rule does not price yet. After the probe, a request that did not speculate waits
