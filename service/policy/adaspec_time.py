@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from service.policy.least_squares import fit_scaled
+from service.policy.least_squares import fit_nonnegative
 from service.policy.types import StepStats
 
 
@@ -41,4 +41,4 @@ class LinearStepTime:
 
     def refit(self) -> None:
         if self._rows:
-            self.coef = tuple(max(c, 0.0) for c in fit_scaled(self._rows, self.prior, self.ridge))
+            self.coef = fit_nonnegative(self._rows, self.prior, self.ridge)

@@ -2,7 +2,9 @@
 
 Solves (XᵀX + λI) c = Xᵀy + λ c_prior by Gaussian elimination with partial pivoting. With λ = 0 this is ordinary
 least squares; a small λ pulls directions the data cannot identify (e.g. a policy that always used the same K)
-toward the prior instead of toward noise.
+toward the prior instead of toward noise. `fit_nonnegative` keeps every coefficient >= 0 by refitting without the
+columns that came out negative (clipping a solution afterwards would move every prediction: with collinear features
+one coefficient goes negative to pay for another's excess).
 """
 
 from __future__ import annotations
@@ -73,3 +75,23 @@ def fit_scaled(
     scaled_prior = [c * s for c, s in zip(prior, scale, strict=True)]
     coef = fit(rows, [y for _, y in samples], ridge=ridge, prior=scaled_prior)
     return tuple(c / s for c, s in zip(coef, scale, strict=True))
+
+
+def fit_nonnegative(
+    samples: Iterable[tuple[Sequence[float], float]], prior: Sequence[float], ridge: float
+) -> tuple[float, ...]:
+    """`fit_scaled` under c >= 0: while the fit has negative coefficients, the most negative one is fixed at 0 and
+    the rest refitted (an active-set search; a coefficient fixed once stays fixed, enough for the few features the
+    policies fit)."""
+    samples = list(samples)
+    free = list(range(len(prior)))
+    while True:
+        sub = [([f[i] for i in free], y) for f, y in samples]
+        coef = fit_scaled(sub, [prior[i] for i in free], ridge) if free else ()
+        worst = min(range(len(free)), key=lambda j: coef[j], default=None)
+        if worst is None or coef[worst] >= 0.0:
+            out = [0.0] * len(prior)
+            for i, c in zip(free, coef, strict=True):
+                out[i] = c
+            return tuple(out)
+        del free[worst]

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.policy.least_squares import fit, fit_scaled, solve
+from service.policy.least_squares import fit, fit_nonnegative, fit_scaled, solve
 
 
 def test_solve_small_system():
@@ -45,3 +45,25 @@ def test_scaled_fit_handles_features_of_very_different_size():
 def test_bad_shapes_are_rejected(rows, targets):
     with pytest.raises(ValueError):
         fit(rows, targets)
+
+
+def test_nonnegative_fit_refits_without_a_negative_coefficient_instead_of_clipping_it():
+    """Collinear features where the free fit makes one coefficient negative to pay for another's excess (what the
+    CPU engine's steps gave: tokens and experts grow together): clipping that coefficient to 0 afterwards would move
+    every prediction; the non-negative fit refits without it and still predicts the data."""
+    samples = [([1.0, t, e], 0.03 + 0.005 * e - 0.004 * t) for t in range(1, 9) for e in [2.0 * t + 0.3 * (t % 2)]]
+    free = fit_scaled(samples, prior=(0.0, 0.0, 0.0), ridge=1e-9)
+    assert min(free) < 0
+    coef = fit_nonnegative(samples, prior=(0.0, 0.0, 0.0), ridge=1e-9)
+    assert min(coef) >= 0.0
+    for f, y in samples:
+        assert sum(c * x for c, x in zip(coef, f, strict=True)) == pytest.approx(y, rel=0.1)
+    clipped = [max(c, 0.0) for c in free]
+    worst = max(abs(sum(c * x for c, x in zip(clipped, f, strict=True)) - y) / y for f, y in samples)
+    assert worst > 0.1  # what clipping would have predicted
+
+
+def test_nonnegative_fit_equals_the_free_fit_when_nothing_is_negative():
+    rng = random.Random(3)
+    samples = [([1.0, x, x * x], 1.0 + 2.0 * x + 0.5 * x * x) for x in (rng.uniform(0, 5) for _ in range(20))]
+    assert fit_nonnegative(samples, (0.0, 0.0, 0.0), 1e-9) == pytest.approx(fit_scaled(samples, (0.0, 0.0, 0.0), 1e-9))
