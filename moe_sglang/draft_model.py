@@ -52,6 +52,11 @@ class DraftModelDrafter:
         for rid in rids:
             self.seen[rid] = 0
 
+    def backlogs(self, batch) -> list[int]:
+        """Per request, the tokens its next first draft forward runs beyond the root (what `_catch_up` adds to a
+        draft cache that is in step): its lag behind the committed tokens."""
+        return [max(s - self.seen.get(req.rid, 0), 0) for req, s in zip(batch.reqs, _seq_lens(batch), strict=True)]
+
     def draft(self, batch, budgets: list[int]) -> tuple[DraftTrees, list[DraftRequest], int]:
         """Draft trees of the requests with budgets[i] > 0 (root-only rows for the others), the drafting requests,
         and how many sequential draft forwards ran."""

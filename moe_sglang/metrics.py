@@ -48,6 +48,9 @@ DECODE_TOKENS = "moe_serve:decode_tokens"
 TARGET_FORWARDS = "moe_serve:target_forwards"
 # sum (rate(moe_serve:draft_phases_total[5m]))   -- steps that ran the drafter (a request with K = 0 is not drafted for)
 DRAFT_PHASES = "moe_serve:draft_phases"
+# sum (rate(moe_serve:draft_catch_up_tokens_total[5m]))   -- tokens a draft model ran to catch up with requests that
+#   start drafting after a pause or at their first draft (STANDALONE's lazy draft cache)
+DRAFT_CATCH_UP_TOKENS = "moe_serve:draft_catch_up_tokens"
 
 # vLLM's speculative-decoding counters under our prefix, so dashboards and queries written for vLLM's
 # `vllm:spec_decode_*` read moe-serve's by renaming the prefix. As vLLM counts them, per request-step that verified
@@ -102,6 +105,7 @@ class SpecMetrics:
         self.decode_tokens = Counter(DECODE_TOKENS, "Tokens processed by plain decode forwards", registry=r)
         self.target_forwards = Counter(TARGET_FORWARDS, "Target forwards of decode steps", ["kind"], registry=r)
         self.draft_phases = Counter(DRAFT_PHASES, "Decode steps that ran the drafter", registry=r)
+        self.catch_up = Counter(DRAFT_CATCH_UP_TOKENS, "Tokens a draft model ran to catch up", registry=r)
         self.mixed = Counter(MIXED_STEPS, "Steps with K = 0 and K > 0 requests in one batch", registry=r)
         self.unique = Histogram(
             UNIQUE_EXPERTS,
@@ -166,6 +170,8 @@ class SpecMetrics:
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"
         if len({k == 0 for k in chosen}) == 2:
             self.mixed.inc()
+        if stats.draft_backlog_tokens:
+            self.catch_up.inc(stats.draft_backlog_tokens)
         for unique in () if stats.plain else stats.unique_experts:  # verify forwards only (the metric's meaning)
             self._at(self.unique, batch_policy).observe(unique)
         if dropped:

@@ -92,7 +92,9 @@ def _prefill(worker, batch, on_publish):
 
 def _decode(worker, batch, on_publish):
     runtime = worker.spec_runtime
-    step = runtime.open(batch.reqs, max_k=worker.speculative_num_draft_tokens - 1)
+    step = runtime.open(
+        batch.reqs, max_k=worker.speculative_num_draft_tokens - 1, backlogs=worker.drafter.backlogs(batch)
+    )
     plan = runtime.plan(step)
     drafting = []
     if max(plan.ks) == 0:
@@ -101,6 +103,7 @@ def _decode(worker, batch, on_publish):
     else:
         start = time.perf_counter()
         trees, drafting, step.draft_steps = worker.drafter.draft(batch, list(plan.ks))
+        step.draft_backlog_tokens = sum(step.views[r.row].draft_backlog for r in drafting)
         step.draft_s += time.perf_counter() - start
         runtime.count_draft()
         accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]

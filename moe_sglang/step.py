@@ -2,7 +2,7 @@
 plan (K_i per request, the expert budget), and the step's stats back to the policies and the metrics.
 
 The workers (ngram_worker.py, standalone_worker.py) drive the step and call, in order:
-    open(batch, max_k)                     the in-flight step: hints and views of the batch's requests
+    open(batch, max_k, backlogs)           the in-flight step: hints and views of the batch's requests
     plan(step, draft_depths)               the policies' K_i (NGRAM plans once its draft exists: depths known)
     close(step, verified, accepted, shadow) StepStats -> policies' observe(), metrics, request history
 Three nouns, three types: `StepInFlight` (our bookkeeping while the step runs), `StepPlan` (the policies' decision,
@@ -40,6 +40,7 @@ class StepInFlight:
     draft_s: float = 0.0  # seconds drafting
     verify_s: float = 0.0  # seconds in the target forward (verify, or plain decode)
     draft_steps: int = 0  # sequential draft forwards that depended on K (STANDALONE); 0 for NGRAM's fixed lookup
+    draft_backlog_tokens: int = 0  # tokens the draft model ran to catch up (STANDALONE's lazy draft cache)
     verify_width: int = 0  # tokens per request of a rectangular / fixed verify layout; 0 = ragged (k_i + 1 each)
     plain: bool = False  # the target ran a plain decode (nobody verified a draft)
     unique_experts: tuple[int, ...] = ()  # [num_layers] experts the target forward computed
@@ -82,8 +83,10 @@ class SpecRuntime:
         self.policies = PolicySet(self.model_shape, self.settings.policy_params)
         self.metrics = SpecMetrics.if_enabled()
 
-    def open(self, reqs, max_k: int) -> StepInFlight:
+    def open(self, reqs, max_k: int, backlogs: list[int] | None = None) -> StepInFlight:
+        """`backlogs[i]`: tokens the drafter must catch up on before drafting for request i (None: none)."""
         hints = tuple(self._hints(req) for req in reqs)
+        backlogs = backlogs or [0] * len(reqs)
         views = tuple(
             RequestView(
                 request_id=req.rid,
@@ -92,8 +95,10 @@ class SpecRuntime:
                 tokens_so_far=len(req.output_ids),
                 context_len=len(req.origin_input_ids) + len(req.output_ids),
                 recent_accepts=tuple(self.history.get(req.rid, ())),
+                draft_backlog=backlog,
+                tokens_left=_tokens_left(req),
             )
-            for req, h in zip(reqs, hints, strict=True)
+            for req, h, backlog in zip(reqs, hints, backlogs, strict=True)
         )
         context = sum(v.context_len for v in views)
         return StepInFlight(tuple(v.request_id for v in views), hints, views, max_k, context, time.perf_counter())
@@ -129,6 +134,7 @@ class SpecRuntime:
             unique_experts=step.unique_experts,
             context_tokens=step.context_tokens,
             draft_steps=step.draft_steps,
+            draft_backlog_tokens=step.draft_backlog_tokens,
             verify_width=step.verify_width,
             plain=step.plain,
             shadow=shadow,
@@ -195,3 +201,9 @@ def model_shape(model_config) -> dict[str, int]:
     experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None) or 1
     top_k = getattr(config, "num_experts_per_tok", None) or 1
     return {"num_experts": int(experts), "top_k": int(top_k), "num_layers": int(config.num_hidden_layers)}
+
+
+def _tokens_left(req) -> int | None:
+    """Tokens the request may still generate: its max_new_tokens (SGLang's SamplingParams) less its output."""
+    cap = getattr(req.sampling_params, "max_new_tokens", None)
+    return None if cap is None else max(cap - len(req.output_ids), 0)

@@ -18,7 +18,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from service.policy.least_squares import fit_scaled
+from service.policy.least_squares import fit_nonnegative
 
 
 def expected_experts(tokens: float, num_experts: int, top_k: float) -> float:
@@ -77,7 +77,7 @@ class MoeShape:
 @dataclass(frozen=True)
 class StepCoefficients:
     """Linear step-time model: verify = fixed + per_token·tokens + per_expert·Σ_layers unique experts,
-    draft = per_draft_step·(max K) + per_draft_token·ΣK, other = constant."""
+    draft = per_draft_step·(max K) + per_draft_token·ΣK + per_backlog_token·(catch-up tokens), other = constant."""
 
     verify_fixed: float  # seconds per verify forward
     per_token: float  # seconds per verified token (dense part + expert compute)
@@ -87,6 +87,7 @@ class StepCoefficients:
     other: float  # seconds per step outside draft and target forward, for a step that verified drafts
     verify_extra: float = 0.0  # seconds a verify forward costs beyond a plain decode forward of the same tokens
     plain_other: float | None = None  # seconds per plain-decode step outside the target forward; None = `other`
+    per_backlog_token: float = 0.0  # seconds per token a draft model runs to catch up with a request's context
 
 
 class StepTimeModel:
@@ -108,6 +109,7 @@ class StepTimeModel:
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._other: dict[bool, float] = {}  # plain step or not -> EMA of seconds outside draft and target forward
         self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
+        self._affinity_steps = 0  # measured steps with drafts the affinity has learnt from
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
@@ -127,10 +129,19 @@ class StepTimeModel:
         return c.verify_fixed + extra + c.per_token * tokens + c.per_expert * self.experts(tokens, requests, budget)
 
     def step_time(
-        self, tokens: int, requests: int, draft_steps: int, draft_tokens: int, budget: int | None = None
+        self,
+        tokens: int,
+        requests: int,
+        draft_steps: int,
+        draft_tokens: int,
+        budget: int | None = None,
+        backlog_tokens: float = 0,
     ) -> float:
+        """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens)."""
         c = self.coef
         draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
+        if draft_steps:
+            draft += c.per_backlog_token * backlog_tokens
         other = c.plain_other if tokens <= requests and c.plain_other is not None else c.other
         return self.verify_time(tokens, requests, budget) + draft + other
 
@@ -145,10 +156,12 @@ class StepTimeModel:
         draft_s: float,
         other_s: float,
         plain: bool = False,
+        backlog_tokens: int = 0,
     ) -> None:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
         draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`.
-        `plain`: the target ran a plain decode (no verify path)."""
+        `plain`: the target ran a plain decode (no verify path); `backlog_tokens`: catch-up tokens the draft model
+        ran (without this feature their cost would be fitted as per-step or per-draft cost)."""
         if (tokens, plain) not in self._sizes_seen:
             self._sizes_seen.add((tokens, plain))
             return
@@ -157,13 +170,16 @@ class StepTimeModel:
             if tokens > requests:  # only steps with drafts tell anything about affinity
                 fresh = routing_events(mean_unique, self.shape.num_experts, self.shape.top_k)
                 a_now = min(max(1.0 - (fresh - requests) / (tokens - requests), 0.0), 1.0)
-                self.affinity += 0.1 * (a_now - self.affinity)
+                # a running mean at first (a prior of 0 would hold the expert count near uniform routing's, far
+                # above what one request's consecutive tokens hit), then an EMA over about ten steps
+                self._affinity_steps += 1
+                self.affinity += max(1.0 / self._affinity_steps, 0.1) * (a_now - self.affinity)
             total = float(sum(unique_experts)) * self.shape.num_layers / len(unique_experts)
         else:
             total = self.experts(tokens, requests)
         self._verify_rows.append(([1.0, 0.0 if plain else 1.0, float(tokens), total], verify_s))
         if draft_steps:
-            self._draft_rows.append(([float(draft_steps), float(draft_tokens)], draft_s))
+            self._draft_rows.append(([float(draft_steps), float(draft_tokens), float(backlog_tokens)], draft_s))
         else:
             other_s += draft_s
         last = self._other.get(plain)
@@ -172,13 +188,13 @@ class StepTimeModel:
     def refit(self) -> None:
         p = self._prior
         verify = (p.verify_fixed, p.verify_extra, p.per_token, p.per_expert)
-        draft = (p.per_draft_step, p.per_draft_token)
+        draft = (p.per_draft_step, p.per_draft_token, p.per_backlog_token)
         if self._verify_rows:
-            verify = fit_scaled(self._verify_rows, verify, self._ridge)
+            verify = fit_nonnegative(self._verify_rows, verify, self._ridge)
         if self._draft_rows:
-            draft = fit_scaled(self._draft_rows, draft, self._ridge)
+            draft = fit_nonnegative(self._draft_rows, draft, self._ridge)
         elif self._verify_rows:
-            draft = (0.0, 0.0)  # steps measured, none with decision-dependent drafting: drafting is in `other`
+            draft = (0.0, 0.0, 0.0)  # steps measured, none with decision-dependent drafting: drafting is in `other`
         other = self._other.get(False, self._other.get(True, p.other))
         self.coef = StepCoefficients(
             verify_fixed=max(verify[0], 0.0),
@@ -187,6 +203,7 @@ class StepTimeModel:
             per_expert=max(verify[3], 0.0),
             per_draft_step=max(draft[0], 0.0),
             per_draft_token=max(draft[1], 0.0),
+            per_backlog_token=max(draft[2], 0.0),
             other=other,
             plain_other=self._other.get(True, p.plain_other),
         )

@@ -4,13 +4,16 @@
                                                   or the drafter's confidences once known, in `trim`)
   T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
              over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts,
-             coefficients by least squares from measured steps
+             coefficients by non-negative least squares from measured steps; draft includes the draft model's
+             catch-up over the context of a request that starts drafting (RequestView.draft_backlog), counted in
+             each step as its share over the request's remaining life (tokens_left / e_r steps: it is paid once)
   J(K⃗)     = T(K⃗) · mean_r 1/e_r(K_r)            the batch's mean TPOT for this step
   utility of one more draft token for r:   U_r = J(K⃗) / J(K⃗ + 1_r)
              = (ETR gain of r, as harmonic share) / (marginal step time it adds for the whole batch)
   rule     for draft depth D = 1, 2, ... (drafting is batch-wide, so each depth carries a fixed cost): start at
-           K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1);
-           keep the D with the lowest J, stop after two depths without improvement.
+           K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1),
+           then drop whole the requests whose catch-up outweighs their drafts; keep the D with the lowest J, stop
+           after two depths without improvement. K_r never exceeds the tokens r has left after the step's own.
   SLO      a TPOT target (the tightest in the batch, slo.step_time_cap) bounds the batch's mean expected time per
            token, J / B = T · mean_r 1/e_r: a TPOT SLO is a mean over a request's tokens, and speculation lowers it
            although a step takes longer. Minimising J meets the target whenever some configuration does; a probe
@@ -40,8 +43,10 @@
            prose, 1.5 on arithmetic), so acceptance learnt across requests says little about the next one: gated on
            it, a stream of arithmetic kept every later prose request from ever drafting. One step at K = 3 costs about one plain step where drafts fail (~3 %
            of a 32-token request), while a request whose drafts pay gains 25-35 %; longer probes (4 steps) cost too
-           much on short requests. On a long prompt the probe also runs the draft model over the whole prompt (its
-           catch-up), which this rule does not price yet. After the probe, a request that did not speculate waits
+           much on short requests. A probe is skipped (the back-off goes on) where it costs more than speculating
+           could return: its ΔJ (its verify, drafts and the draft model's catch-up over the whole context, which
+           grows with the prompt) against T·(1 - 1/e)·tokens_left/e at the prior's e, times the share of
+           probes so far that led to speculation. After the probe, a request that did not speculate waits
            for the back-off interval other requests reached. A request whose draft is in hand (NGRAM) is never
            probed: the engine judges the draft it did not verify (drafts, above). Where the verify is rectangular the
            probe sets the batch's width, so every request drafts to it (no extra verify work).
@@ -57,11 +62,17 @@ from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.slo import step_time_cap
-from service.policy.types import BatchView, Decision, RequestDecision, StepStats
+from service.policy.types import BatchView, Decision, RequestDecision, RequestView, StepStats
 
 # seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps
 DEFAULT_PRIOR = StepCoefficients(
-    verify_fixed=4e-3, per_token=5e-5, per_expert=5e-5, per_draft_step=1e-3, per_draft_token=2e-5, other=5e-4
+    verify_fixed=4e-3,
+    per_token=5e-5,
+    per_expert=5e-5,
+    per_draft_step=1e-3,
+    per_draft_token=2e-5,
+    other=5e-4,
+    per_backlog_token=2e-5,
 )
 
 
@@ -113,6 +124,8 @@ class MoeServePolicy:
         self._probing: set[str] = set()  # requests whose K this step is a probe
         self._carried = probe_every  # probe interval a new request starts from once the prior is learnt
         self._shadowed: set[str] = set()  # requests whose acceptance the engine measured without a verify
+        self._probed: set[str] = set()  # requests whose probe phase ended; its outcome is read at the next step
+        self.probes, self.probes_paid = 0, 0  # probe phases judged, and those after which the request speculated
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -125,21 +138,26 @@ class MoeServePolicy:
             self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
             self._depth = {k: v for k, v in self._depth.items() if k in live}
             self._shadowed &= live
+            self._probed &= live
         k_cap = min(self.k_max, batch.max_k)
         probs, caps = [], []
         for r in reqs:
             if r.draft_depth is None:
                 probs.append(self.accept.get(r.request_id))
-                caps.append(k_cap)
+                caps.append(_life_cap(k_cap, r))
             else:
                 self._depth[r.request_id] = r.draft_depth
                 probs.append(self._drafted_probs(r.request_id, r.draft_depth))
-                caps.append(min(k_cap, r.draft_depth))
+                caps.append(_life_cap(min(k_cap, r.draft_depth), r))
         chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
         ks = list(chosen)
         self._probing = set()
         for i, r in enumerate(reqs):
             rid = r.request_id
+            if rid in self._probed:  # its probe ended last step: did it lead to speculation?
+                self._probed.discard(rid)
+                self.probes += 1
+                self.probes_paid += ks[i] > 0
             new = rid not in self._interval
             learnt = (self.accept if r.draft_depth is None else self.by_depth).prior_trusted()
             interval = self._interval.setdefault(rid, self._carried if learnt else self.probe_every)
@@ -159,21 +177,48 @@ class MoeServePolicy:
                 self._idle[rid] = idle
                 if idle < interval or caps[i] == 0:
                     continue
-                left = self.probe_steps
                 self._idle[rid] = 0
                 self._interval[rid] = min(2 * interval, self.max_probe_every)
                 self._carried = max(self._carried, self._interval[rid])
+                if not self._probe_pays(i, ks, probs, batch):
+                    continue  # the probe costs more than what speculating could return: the back-off goes on
+                left = self.probe_steps
             if caps[i] == 0:
                 continue  # nothing drafted to probe with this step: the phase waits for a draft
             ks[i] = min(self.probe_k, caps[i])
             self._probe_left[rid] = left - 1
             self._probing.add(rid)
+            if left == 1:
+                self._probed.add(rid)
         if self._probing and batch.verify_layout != "ragged":
             # a probe sets the verify width of the whole batch: drafts up to it cost the others no verify work
             ks = [max(ks)] * len(ks)
         if self._probing and self._over_slo(ks, probs, batch) and not self._over_slo(chosen, probs, batch):
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         return plan(batch, ks, self._budget())
+
+    def _probe_pays(self, i: int, ks: list[int], probs: list[list[float]], batch: BatchView) -> bool:
+        """Whether request i's probe is worth its cost (module docstring, probing): what the probe step adds to the
+        batch's J (its verify, its drafts, the draft model's catch-up over the request's context) against what
+        speculating could save over the tokens it has left, J-units per step T·(1 - 1/e) for
+        tokens_left / e steps at the prior's acceptance, times the share of probes that led to speculation."""
+        r = batch.requests[i]
+        if r.tokens_left is None:
+            return True
+        k = min(self.probe_k, batch.max_k)
+        trial = list(ks)
+        trial[i] = max(trial[i], k)
+        cost = self._objective(trial, self._chains(probs, trial), float("inf"), True, batch)[1]
+        base = self._objective(ks, self._chains(probs, ks), float("inf"), True, batch)[1]
+        e = 1.0 + sum(_chain(self.accept.get(r.request_id), k))
+        step_s = self._time(ks, True, batch)
+        paid = (self.probes_paid + 1) / (self.probes + 2)
+        gain = paid * (r.tokens_left / e) * step_s * (1.0 - 1.0 / e)
+        return cost - base <= gain
+
+    @staticmethod
+    def _chains(probs: list[list[float]], ks: list[int]) -> list[list[float]]:
+        return [_chain(p, k) for p, k in zip(probs, ks, strict=True)]
 
     def _drafted_probs(self, request_id: str, depth: int) -> list[float]:
         """p of a request whose draft is in hand (module docstring, drafts)."""
@@ -210,12 +255,14 @@ class MoeServePolicy:
         self, probs: list[list[float]], caps: list[int], cap_s: float, drafting: bool, layout: BatchView | None = None
     ) -> list[int]:
         """K per request (module docstring); probs[r][i] = P(accept draft i+1 | drafts 1..i accepted); `layout`:
-        the batch whose verify layout prices the tokens (None = ragged).
+        the batch whose verify layout prices the tokens and whose requests' draft backlogs price drafting (None =
+        ragged, no backlog).
 
         With `drafting`, the depth D is searched from 1 up until two depths in a row bring no improvement (one
         is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins); without it
         (trim), the drafts exist already and one pass starts from caps."""
         chains = [_chain(p, c) for p, c in zip(probs, caps, strict=True)]
+        backlogs = [0.0] * len(chains) if layout is None else _amortized(layout.requests, chains)
         zero = [0] * len(chains)
         best_ks, best = zero, self._objective(zero, chains, cap_s, drafting, layout)
         if layout is not None and layout.verify_layout != "ragged":
@@ -226,11 +273,11 @@ class MoeServePolicy:
                     best_ks, best = ks, key
             return best_ks
         if not drafting:
-            ks, key = self._eliminate(chains, list(caps), cap_s, drafting)
+            ks, key = self._eliminate(chains, list(caps), cap_s, drafting, backlogs)
             return ks if key < best else best_ks
         stale = 0  # depths in a row that did not beat the best
         for depth in range(1, max(caps, default=0) + 1):
-            ks, key = self._eliminate(chains, [min(depth, c) for c in caps], cap_s, drafting)
+            ks, key = self._eliminate(chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs)
             if key < best:
                 best_ks, best, stale = ks, key, 0
             else:
@@ -252,43 +299,69 @@ class MoeServePolicy:
         return _key(t, sum(1.0 / x for x in e), len(e), cap_s)
 
     def _eliminate(
-        self, chains: list[list[float]], ks: list[int], cap_s: float, drafting: bool
+        self, chains: list[list[float]], ks: list[int], cap_s: float, drafting: bool, backlogs: list[float]
     ) -> tuple[list[int], tuple[int, float]]:
         """From `ks`, drop the tail draft whose request gains least from it while that lowers the objective;
-        chains[r][i-1] = Π_{j<=i} p_rj, the tokens request r's i-th draft adds on average."""
+        chains[r][i-1] = Π_{j<=i} p_rj, the tokens request r's i-th draft adds on average. A request whose last
+        draft goes also takes its draft backlog (catch-up tokens) off the step; a last pass drops, whole, requests
+        whose backlog costs more than their drafts return."""
         e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]  # expected tokens per request
         harmonic = sum(1.0 / x for x in e)
         tokens, drafted, depth = sum(ks) + len(ks), sum(ks), max(ks, default=0)
+        step_draft = 1 if drafting else 0
+        backlog = sum(b for b, k in zip(backlogs, ks, strict=True) if k > 0) if drafting else 0
 
-        def key(tokens: int, drafted: int, harmonic: float) -> tuple[int, float]:
+        def key(tokens: int, drafted: int, harmonic: float, backlog: float) -> tuple[int, float]:
             if drafting:
-                t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget)
+                t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget, backlog)
             else:
                 t = self.model.verify_time(tokens, len(ks), self.expert_budget)
             return _key(t, harmonic, len(ks), cap_s)
 
-        best = key(tokens, drafted, harmonic)
+        best = key(tokens, drafted, harmonic, backlog)
         heap = [(1.0 / (e[i] - chains[i][k - 1]) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
         heapq.heapify(heap)
-        step_draft = 1 if drafting else 0
         while heap:
             loss, i = heap[0]
-            trial = key(tokens - 1, drafted - step_draft, harmonic + loss)
+            freed = backlogs[i] * step_draft if ks[i] == 1 else 0
+            trial = key(tokens - 1, drafted - step_draft, harmonic + loss, backlog - freed)
             if trial >= best:
                 break
             heapq.heappop(heap)
-            best, tokens, drafted, harmonic = trial, tokens - 1, drafted - step_draft, harmonic + loss
+            best, tokens, drafted, harmonic, backlog = (
+                trial,
+                tokens - 1,
+                drafted - step_draft,
+                harmonic + loss,
+                backlog - freed,
+            )
             e[i] -= chains[i][ks[i] - 1]
             ks[i] -= 1
             if ks[i] > 0:
                 heapq.heappush(heap, (1.0 / (e[i] - chains[i][ks[i] - 1]) - 1.0 / e[i], i))
+        if drafting:
+            for i in sorted((i for i, k in enumerate(ks) if k > 0 and backlogs[i] > 0), key=lambda i: -backlogs[i]):
+                gone = 1.0 / (e[i] - sum(chains[i][: ks[i]])) - 1.0 / e[i]
+                trial = key(tokens - ks[i], drafted - ks[i], harmonic + gone, backlog - backlogs[i])
+                if trial < best:
+                    best, tokens, drafted, harmonic, backlog = (
+                        trial,
+                        tokens - ks[i],
+                        drafted - ks[i],
+                        harmonic + gone,
+                        backlog - backlogs[i],
+                    )
+                    e[i], ks[i] = 1.0, 0
         return ks, best
 
     def _time(self, ks: list[int], drafting: bool, layout: BatchView | None = None) -> float:
         tokens = sum(ks) + len(ks) if layout is None else layout.verify_tokens(ks)
         if not drafting:
             return self.model.verify_time(tokens, len(ks), self.expert_budget)
-        return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget)
+        backlog = (
+            0 if layout is None else sum(r.draft_backlog for r, k in zip(layout.requests, ks, strict=True) if k > 0)
+        )
+        return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget, backlog)
 
     def _budget(self) -> tuple[int, ...] | None:
         return None if self.expert_budget is None else (self.expert_budget,) * self.shape.num_layers
@@ -313,10 +386,27 @@ class MoeServePolicy:
             stats.draft_s,
             stats.other_s,
             stats.plain,
+            stats.draft_backlog_tokens,
         )
         self._steps += 1
         if self._steps % self.refit_every == 0:
             self.model.refit()
+
+
+def _life_cap(k: int, r: RequestView) -> int:
+    """No more drafts than the request has tokens left after the step's own (they could never be emitted)."""
+    return k if r.tokens_left is None else max(min(k, r.tokens_left - 1), 0)
+
+
+def _amortized(requests: tuple[RequestView, ...], chains: list[list[float]]) -> list[float]:
+    """Each request's draft backlog as one step's share: the catch-up is paid once and serves the rest of the
+    request's life, about tokens_left / e steps at its best expected tokens per step e (the whole backlog when the
+    request's length is unknown)."""
+    out = []
+    for r, chain in zip(requests, chains, strict=True):
+        steps = 1.0 if r.tokens_left is None else max(r.tokens_left / (1.0 + sum(chain)), 1.0)
+        out.append(r.draft_backlog / steps)
+    return out
 
 
 def _depth_key(depth: int) -> str:

@@ -33,6 +33,9 @@ class RequestView:
     draft_depth: int | None = None  # drafts the drafter already built for this request this step (a chain's depth,
     # a tree's node count), for an engine that plans after drafting, as moe-serve's NGRAM engine does (its lookup
     # costs the same whatever K); a K beyond it verifies nothing more. None: decided before drafting
+    draft_backlog: int = 0  # tokens the drafter must run to catch up before it can draft for this request (a draft
+    # model whose cache lags the request: moe-serve's STANDALONE fills it only when the request drafts); 0 = in step
+    tokens_left: int | None = None  # tokens the request may still generate (max_new_tokens); None = unknown
 
 
 # ragged: request i verifies its own K_i + 1 tokens (moe-serve's SGLang engines, moe_sglang/ragged.py; the simulator).
@@ -138,6 +141,8 @@ class StepStats:
     verify_width: int = 0  # tokens per request in a rectangular verify; 0 = each request verified its k + 1
     plain: bool = False  # the target ran a plain decode forward (nobody verified a draft): no verify bookkeeping
     shadow: tuple[ShadowOutcome, ...] = ()  # unverified drafts this step finished judging (moe_sglang/shadow.py)
+    draft_backlog_tokens: int = 0  # tokens the drafter ran this step to catch up (RequestView.draft_backlog of the
+    # requests that drafted): part of draft_s that grows with the requests' lag, not with K
 
     @property
     def step_s(self) -> float:  # seconds, wall time of the whole step

@@ -205,10 +205,13 @@ def test_expert_budget_in_verify(engine, reference):
 
 
 def test_standalone_tree_k0_k1_k3_in_one_batch(tiny_models, engine_pool, reference):
-    """The same on the EAGLE V2 worker (STANDALONE, self-draft) with a draft tree (topk 2): K=1 cuts it mid-way."""
+    """The same on the EAGLE V2 worker (STANDALONE, self-draft) with a draft tree (topk 2): K=1 cuts it mid-way.
+    The draft model catches up lazily: each drafting request's first draft runs it over the whole prompt (counted),
+    the K = 0 request never."""
     model = tiny_models["mixtral"]
     spec = dict(algorithm="standalone", draft_model_path=str(model), num_steps=3, topk=2, num_draft_tokens=6)
-    url = engine_pool.url(engine_config(model, **spec))
+    url = engine_pool.url(engine_config(model, metrics=True, **spec))
+    before = total(scrape(url), names.DRAFT_CATCH_UP_TOKENS + "_total")
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         futures = [pool.submit(hinted, url, policy="static", max_k=k) for k in (0, 1, 3)]
         k0, k1, k3 = (f.result() for f in futures)
@@ -217,3 +220,7 @@ def test_standalone_tree_k0_k1_k3_in_one_batch(tiny_models, engine_pool, referen
     assert k0["meta_info"]["spec_num_correct_drafts"] == 0
     assert 0 < k1["meta_info"]["spec_num_correct_drafts"] <= k1["meta_info"]["spec_verify_ct"]
     assert k3["meta_info"]["spec_num_correct_drafts"] > k1["meta_info"]["spec_num_correct_drafts"]
+    caught_up = total(scrape(url), names.DRAFT_CATCH_UP_TOKENS + "_total") - before
+    prompt = k1["meta_info"]["prompt_tokens"]
+    # two drafting requests, each over its prompt once; after that only what a rejected draft leaves behind
+    assert 2 * (prompt - 1) <= caught_up <= 2 * (prompt - 1) + 2 * 6 * NEW_TOKENS

@@ -75,6 +75,7 @@ TRUTH = StepCoefficients(
     other=5e-4,
     verify_extra=1e-3,
     plain_other=2e-4,
+    per_backlog_token=2e-5,
 )
 
 
@@ -90,10 +91,12 @@ def synthetic_steps(model, truth, affinity, rng, n, noise=0.0):
         unique = [round(expected_experts(fresh, shape.num_experts, shape.top_k))] * shape.num_layers
         verify = truth.verify_fixed + truth.per_token * tokens + truth.per_expert * sum(unique)
         verify += 0.0 if plain else truth.verify_extra
-        draft = truth.per_draft_step * max(ks) + truth.per_draft_token * sum(ks)
+        # now and then a request drafts after a pause: the draft model first catches up over its context
+        backlog = 0 if plain or rng.random() < 0.7 else rng.randint(1, 300)
+        draft = truth.per_draft_step * max(ks) + truth.per_draft_token * sum(ks) + truth.per_backlog_token * backlog
         jitter = 1 + rng.gauss(0, noise)
         other = truth.plain_other if plain else truth.other
-        model.add(tokens, batch, unique, max(ks), sum(ks), verify * jitter, draft * jitter, other, plain)
+        model.add(tokens, batch, unique, max(ks), sum(ks), verify * jitter, draft * jitter, other, plain, backlog)
 
 
 @pytest.mark.parametrize(("noise", "rel"), [(0.0, 0.02), (0.02, 0.15)])
@@ -103,9 +106,27 @@ def test_fit_recovers_known_coefficients(noise, rel):
     synthetic_steps(model, TRUTH, affinity=0.4, rng=random.Random(3), n=400, noise=noise)
     model.refit()
     names = ("verify_fixed", "verify_extra", "per_token", "per_expert", "per_draft_step", "per_draft_token")
+    names += ("per_backlog_token",)
     for name in (*names, "other", "plain_other"):
         assert getattr(model.coef, name) == pytest.approx(getattr(TRUTH, name), rel=rel), name
     assert model.affinity == pytest.approx(0.4, abs=0.05)
+
+
+def test_affinity_is_learnt_from_the_first_steps_with_drafts():
+    """A running mean at first: a request whose 4 verify tokens hit hardly more experts than one (what the CPU
+    engine's steps showed) is priced so after a couple of steps, not after the ~20 an EMA from 0 would need."""
+    model = StepTimeModel(MoeShape(32, 4, 4), TRUTH)
+    for _ in range(2):
+        model.add(4, 1, [5, 5, 5, 5], 3, 3, verify_s=0.05, draft_s=0.01, other_s=0.001)
+    assert model.affinity > 0.85
+    assert model.experts(4, 1) < 4 * 6
+
+
+def test_catch_up_tokens_are_priced_only_where_drafting_runs():
+    model = StepTimeModel(MoeShape(64, 8, 4), TRUTH)
+    drafted = model.step_time(tokens=8, requests=2, draft_steps=3, draft_tokens=6)
+    assert model.step_time(8, 2, 3, 6, backlog_tokens=100) == pytest.approx(drafted + 100 * 2e-5)
+    assert model.step_time(2, 2, 0, 0, backlog_tokens=100) == model.step_time(2, 2, 0, 0)
 
 
 def test_predicted_step_time_uses_fitted_coefficients_and_budget():

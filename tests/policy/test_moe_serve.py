@@ -233,3 +233,40 @@ def test_judged_drafts_set_each_requests_acceptance_without_probes():
     assert policy._drafted_probs("new", 4) == policy.by_depth.get("draft-depth-4")
     policy.judged_first = True
     assert set(policy._drafted_probs("new", 4)) == {0.0}
+
+
+def lagging(n, backlog, tokens_left, prefix="r"):
+    """A batch whose requests' draft caches lag `backlog` tokens (STANDALONE's lazy catch-up)."""
+    view = batch(n, prefix=prefix)
+    return replace(
+        view, requests=tuple(replace(r, draft_backlog=backlog, tokens_left=tokens_left) for r in view.requests)
+    )
+
+
+@pytest.mark.parametrize(("backlog", "tokens_left", "probes"), [(0, 20, True), (5_000, 20, False), (5_000, None, True)])
+def test_a_new_request_probes_only_where_the_catch_up_can_be_repaid(backlog, tokens_left, probes):
+    """The probe of a new request runs the draft model over its whole context first: with a long context and few
+    tokens left to gain on, speculation could never repay it (cost model = the prior: a catch-up token costs what a
+    draft token does, 5 000 of them ~20 plain steps)."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5)
+    k = policy.decide(lagging(1, backlog, tokens_left)).requests[0].k
+    assert (k == policy.probe_k) is probes
+
+
+def test_a_lagging_request_speculates_when_its_life_repays_the_catch_up():
+    """Drafts that are nearly always right: a long remaining life amortises the catch-up, a short one does not."""
+    long_life, short_life = trained(1, 0.99), trained(1, 0.99)
+    assert long_life.decide(lagging(1, 2_000, 4_000)).requests[0].k > 0
+    assert short_life.decide(lagging(1, 2_000, 2)).requests[0].k == 0
+
+
+def test_no_more_drafts_than_tokens_left():
+    policy = trained(1, 0.99)
+    assert policy.decide(lagging(1, 0, 3)).requests[0].k == 2
+    assert policy.decide(lagging(1, 0, 1)).requests[0].k == 0
+
+
+def test_probes_that_lead_to_speculation_are_counted():
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000)
+    arrivals(policy, 13, lambda j: 0 if j < 12 else 7)  # each arrival probes (as in the test above)
+    assert policy.probes == 13 and policy.probes_paid == 1
