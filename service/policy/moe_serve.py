@@ -45,8 +45,7 @@
            of a 32-token request), while a request whose drafts pay gains 25-35 %; longer probes (4 steps) cost too
            much on short requests. A probe is skipped (the back-off goes on) where it costs more than speculating
            could return: its ΔJ (its verify, drafts and the draft model's catch-up over the whole context, which
-           grows with the prompt) against T·(1 - 1/e)·tokens_left/e at the prior's e, times the share of
-           probes so far that led to speculation. After the probe, a request that did not speculate waits
+           grows with the prompt) against T·(1 - 1/e)·tokens_left/e at the prior's e. After the probe, a request that did not speculate waits
            for the back-off interval other requests reached. A request whose draft is in hand (NGRAM) is never
            probed: the engine judges the draft it did not verify (drafts, above). Where the verify is rectangular the
            probe sets the batch's width, so every request drafts to it (no extra verify work).
@@ -124,8 +123,6 @@ class MoeServePolicy:
         self._probing: set[str] = set()  # requests whose K this step is a probe
         self._carried = probe_every  # probe interval a new request starts from once the prior is learnt
         self._shadowed: set[str] = set()  # requests whose acceptance the engine measured without a verify
-        self._probed: set[str] = set()  # requests whose probe phase ended; its outcome is read at the next step
-        self.probes, self.probes_paid = 0, 0  # probe phases judged, and those after which the request speculated
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -138,7 +135,6 @@ class MoeServePolicy:
             self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
             self._depth = {k: v for k, v in self._depth.items() if k in live}
             self._shadowed &= live
-            self._probed &= live
         k_cap = min(self.k_max, batch.max_k)
         probs, caps = [], []
         for r in reqs:
@@ -154,10 +150,6 @@ class MoeServePolicy:
         self._probing = set()
         for i, r in enumerate(reqs):
             rid = r.request_id
-            if rid in self._probed:  # its probe ended last step: did it lead to speculation?
-                self._probed.discard(rid)
-                self.probes += 1
-                self.probes_paid += ks[i] > 0
             new = rid not in self._interval
             learnt = (self.accept if r.draft_depth is None else self.by_depth).prior_trusted()
             interval = self._interval.setdefault(rid, self._carried if learnt else self.probe_every)
@@ -188,8 +180,6 @@ class MoeServePolicy:
             ks[i] = min(self.probe_k, caps[i])
             self._probe_left[rid] = left - 1
             self._probing.add(rid)
-            if left == 1:
-                self._probed.add(rid)
         if self._probing and batch.verify_layout != "ragged":
             # a probe sets the verify width of the whole batch: drafts up to it cost the others no verify work
             ks = [max(ks)] * len(ks)
@@ -201,7 +191,8 @@ class MoeServePolicy:
         """Whether request i's probe is worth its cost (module docstring, probing): what the probe step adds to the
         batch's J (its verify, its drafts, the draft model's catch-up over the request's context) against what
         speculating could save over the tokens it has left, J-units per step T·(1 - 1/e) for
-        tokens_left / e steps at the prior's acceptance, times the share of probes that led to speculation."""
+        tokens_left / e steps at the request's acceptance estimate (the prior, for a new request). Not weighted by
+        how often probes paid so far: that share mixes workloads, as the acceptance prior did (module docstring)."""
         r = batch.requests[i]
         if r.tokens_left is None:
             return True
@@ -212,8 +203,7 @@ class MoeServePolicy:
         base = self._objective(ks, self._chains(probs, ks), float("inf"), True, batch)[1]
         e = 1.0 + sum(_chain(self.accept.get(r.request_id), k))
         step_s = self._time(ks, True, batch)
-        paid = (self.probes_paid + 1) / (self.probes + 2)
-        gain = paid * (r.tokens_left / e) * step_s * (1.0 - 1.0 / e)
+        gain = (r.tokens_left / e) * step_s * (1.0 - 1.0 / e)
         return cost - base <= gain
 
     @staticmethod

@@ -264,9 +264,3 @@ def test_no_more_drafts_than_tokens_left():
     policy = trained(1, 0.99)
     assert policy.decide(lagging(1, 0, 3)).requests[0].k == 2
     assert policy.decide(lagging(1, 0, 1)).requests[0].k == 0
-
-
-def test_probes_that_lead_to_speculation_are_counted():
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000)
-    arrivals(policy, 13, lambda j: 0 if j < 12 else 7)  # each arrival probes (as in the test above)
-    assert policy.probes == 13 and policy.probes_paid == 1
