@@ -6,7 +6,8 @@
              over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts,
              coefficients by non-negative least squares from measured steps; draft includes the draft model's
              catch-up over the context of a request that starts drafting (RequestView.draft_backlog), counted in
-             each step as its share over the request's remaining life (tokens_left / e_r steps: it is paid once)
+             each step as its share over the request's remaining life (tokens_left / e_r steps: it is paid once),
+             in the allocation and in the SLO test; the probe gate (probing) counts it whole
   J(K⃗)     = T(K⃗) · mean_r 1/e_r(K_r)            the batch's mean TPOT for this step
   utility of one more draft token for r:   U_r = J(K⃗) / J(K⃗ + 1_r)
              = (ETR gain of r, as harmonic share) / (marginal step time it adds for the whole batch)
@@ -41,12 +42,13 @@
            (Cascade's back-off) and resets to P0 when it does. A new request probes at once, for one step by
            default: acceptance differs between requests (moe-fine's dense draft verifies 2.9 tokens per step on
            prose, 1.5 on arithmetic), so acceptance learnt across requests says little about the next one: gated on
-           it, a stream of arithmetic kept every later prose request from ever drafting. One step at K = 3 costs about one plain step where drafts fail (~3 %
-           of a 32-token request), while a request whose drafts pay gains 25-35 %; longer probes (4 steps) cost too
-           much on short requests. A probe is skipped (the back-off goes on) where it costs more than speculating
-           could return: its ΔJ (its verify, drafts and the draft model's catch-up over the whole context, which
-           grows with the prompt) against T·(1 - 1/e)·tokens_left/e at the prior's e. After the probe, a request that did not speculate waits
-           for the back-off interval other requests reached. A request whose draft is in hand (NGRAM) is never
+           it, a stream of arithmetic kept every later prose request from ever drafting. One step at K = 3 costs
+           about one plain step where drafts fail (~3 % of a 32-token request), while a request whose drafts pay
+           gains 25-35 %; longer probes (4 steps) cost too much on short requests. A probe is skipped (the back-off
+           goes on) where it costs more than speculating could return: its ΔJ (its verify, drafts and the draft
+           model's catch-up over the whole context, which grows with the prompt) against T·(1 - 1/e)·tokens_left/e
+           at the prior's e. After the probe, a request that did not speculate waits for the back-off interval
+           other requests reached. A request whose draft is in hand (NGRAM) is never
            probed: the engine judges the draft it did not verify (drafts, above). Where the verify is rectangular the
            probe sets the batch's width, so every request drafts to it (no extra verify work).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
@@ -199,8 +201,8 @@ class MoeServePolicy:
         k = min(self.probe_k, batch.max_k)
         trial = list(ks)
         trial[i] = max(trial[i], k)
-        cost = self._objective(trial, self._chains(probs, trial), float("inf"), True, batch)[1]
-        base = self._objective(ks, self._chains(probs, ks), float("inf"), True, batch)[1]
+        cost = self._objective(trial, self._chains(probs, trial), float("inf"), True, batch, amortize=False)[1]
+        base = self._objective(ks, self._chains(probs, ks), float("inf"), True, batch, amortize=False)[1]
         e = 1.0 + sum(_chain(self.accept.get(r.request_id), k))
         step_s = self._time(ks, True, batch)
         gain = (r.tokens_left / e) * step_s * (1.0 - 1.0 / e)
@@ -281,10 +283,18 @@ class MoeServePolicy:
         return self._objective(ks, chains, step_time_cap(batch), True, batch)[0] == 1
 
     def _objective(
-        self, ks: list[int], chains: list[list[float]], cap_s: float, drafting: bool, layout: BatchView | None = None
+        self,
+        ks: list[int],
+        chains: list[list[float]],
+        cap_s: float,
+        drafting: bool,
+        layout: BatchView | None = None,
+        amortize: bool = True,
     ) -> tuple[int, float]:
-        """Sort key of a configuration: within the SLO, by J = T · Σ 1/e_r; over it, after all, by T / min_r e_r."""
-        t = self._time(ks, drafting, layout)
+        """Sort key of a configuration: within the SLO, by J = T · Σ 1/e_r; over it, after all, by T / min_r e_r.
+        `amortize`: draft backlogs as their share of one step (what the SLO, a mean over a request's tokens, sees),
+        else whole (what this one step costs)."""
+        t = self._time(ks, drafting, layout, chains if amortize else None)
         e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]
         return _key(t, sum(1.0 / x for x in e), len(e), cap_s)
 
@@ -344,13 +354,22 @@ class MoeServePolicy:
                     e[i], ks[i] = 1.0, 0
         return ks, best
 
-    def _time(self, ks: list[int], drafting: bool, layout: BatchView | None = None) -> float:
+    def _time(
+        self,
+        ks: list[int],
+        drafting: bool,
+        layout: BatchView | None = None,
+        amortize_by: list[list[float]] | None = None,
+    ) -> float:
+        """Predicted step time; the drafting requests' backlogs whole, or amortised by their chains (`_amortized`)."""
         tokens = sum(ks) + len(ks) if layout is None else layout.verify_tokens(ks)
         if not drafting:
             return self.model.verify_time(tokens, len(ks), self.expert_budget)
-        backlog = (
-            0 if layout is None else sum(r.draft_backlog for r, k in zip(layout.requests, ks, strict=True) if k > 0)
-        )
+        backlog = 0.0
+        if layout is not None:
+            whole = [float(r.draft_backlog) for r in layout.requests]
+            shares = whole if amortize_by is None else _amortized(layout.requests, amortize_by)
+            backlog = sum(b for b, k in zip(shares, ks, strict=True) if k > 0)
         return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget, backlog)
 
     def _budget(self) -> tuple[int, ...] | None:

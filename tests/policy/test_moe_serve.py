@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from service.policy.acceptance import expected_tokens
 from service.policy.base import plan
 from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
-from service.policy.types import BatchView, RequestView, ShadowOutcome
+from service.policy.types import BatchView, RequestView, ShadowOutcome, SloClass
 from tests.policy.helpers import batch, stats
 
 
@@ -264,3 +264,16 @@ def test_no_more_drafts_than_tokens_left():
     policy = trained(1, 0.99)
     assert policy.decide(lagging(1, 0, 3)).requests[0].k == 2
     assert policy.decide(lagging(1, 0, 1)).requests[0].k == 0
+
+
+def test_a_tpot_target_sees_the_catch_up_spread_over_the_request_not_in_one_step():
+    """A TPOT target is a mean over a request's tokens: the one-time catch-up of a probe (whole, it would put this
+    step's J over the target) must not veto the probe of a request with a long life ahead."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5)
+    e = expected_tokens([0.5] * 3, 3)
+    whole = policy.model.step_time(4, 1, 3, 3, backlog_tokens=400) / e  # the probe step's J, catch-up whole
+    spread = policy.model.step_time(4, 1, 3, 3, backlog_tokens=400 * e / 200) / e  # its share over 200 tokens
+    target = (whole + spread) / 2
+    view = lagging(1, 400, 200)
+    view = replace(view, requests=tuple(replace(r, slo=SloClass("t", tpot_s=target)) for r in view.requests))
+    assert policy.decide(view).requests[0].k == policy.probe_k
