@@ -62,8 +62,9 @@ import heapq
 from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
+from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.slo import step_time_cap
-from service.policy.types import BatchView, Decision, RequestDecision, RequestView, StepStats
+from service.policy.types import BatchView, Decision, RequestDecision, StepStats
 
 # seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps
 DEFAULT_PRIOR = StepCoefficients(
@@ -142,11 +143,11 @@ class MoeServePolicy:
         for r in reqs:
             if r.draft_depth is None:
                 probs.append(self.accept.get(r.request_id))
-                caps.append(_life_cap(k_cap, r))
+                caps.append(life_cap(k_cap, r))
             else:
                 self._depth[r.request_id] = r.draft_depth
                 probs.append(self._drafted_probs(r.request_id, r.draft_depth))
-                caps.append(_life_cap(min(k_cap, r.draft_depth), r))
+                caps.append(life_cap(min(k_cap, r.draft_depth), r))
         chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
         ks = list(chosen)
         self._probing = set()
@@ -203,14 +204,14 @@ class MoeServePolicy:
         trial[i] = max(trial[i], k)
         cost = self._objective(trial, self._chains(probs, trial), float("inf"), True, batch, amortize=False)[1]
         base = self._objective(ks, self._chains(probs, ks), float("inf"), True, batch, amortize=False)[1]
-        e = 1.0 + sum(_chain(self.accept.get(r.request_id), k))
+        e = 1.0 + sum(chain(self.accept.get(r.request_id), k))
         step_s = self._time(ks, True, batch)
         gain = (r.tokens_left / e) * step_s * (1.0 - 1.0 / e)
         return cost - base <= gain
 
     @staticmethod
     def _chains(probs: list[list[float]], ks: list[int]) -> list[list[float]]:
-        return [_chain(p, k) for p, k in zip(probs, ks, strict=True)]
+        return [chain(p, k) for p, k in zip(probs, ks, strict=True)]
 
     def _drafted_probs(self, request_id: str, depth: int) -> list[float]:
         """p of a request whose draft is in hand (module docstring, drafts)."""
@@ -253,8 +254,8 @@ class MoeServePolicy:
         With `drafting`, the depth D is searched from 1 up until two depths in a row bring no improvement (one
         is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins); without it
         (trim), the drafts exist already and one pass starts from caps."""
-        chains = [_chain(p, c) for p, c in zip(probs, caps, strict=True)]
-        backlogs = [0.0] * len(chains) if layout is None else _amortized(layout.requests, chains)
+        chains = [chain(p, c) for p, c in zip(probs, caps, strict=True)]
+        backlogs = [0.0] * len(chains) if layout is None else amortized(layout.requests, chains)
         zero = [0] * len(chains)
         best_ks, best = zero, self._objective(zero, chains, cap_s, drafting, layout)
         if layout is not None and layout.verify_layout != "ragged":
@@ -279,7 +280,7 @@ class MoeServePolicy:
         return best_ks
 
     def _over_slo(self, ks: list[int], probs: list[list[float]], batch: BatchView) -> bool:
-        chains = [_chain(p, k) for p, k in zip(probs, ks, strict=True)]
+        chains = [chain(p, k) for p, k in zip(probs, ks, strict=True)]
         return self._objective(ks, chains, step_time_cap(batch), True, batch)[0] == 1
 
     def _objective(
@@ -296,7 +297,7 @@ class MoeServePolicy:
         else whole (what this one step costs)."""
         t = self._time(ks, drafting, layout, chains if amortize else None)
         e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]
-        return _key(t, sum(1.0 / x for x in e), len(e), cap_s)
+        return sort_key(t, sum(1.0 / x for x in e), len(e), cap_s)
 
     def _eliminate(
         self, chains: list[list[float]], ks: list[int], cap_s: float, drafting: bool, backlogs: list[float]
@@ -316,7 +317,7 @@ class MoeServePolicy:
                 t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget, backlog)
             else:
                 t = self.model.verify_time(tokens, len(ks), self.expert_budget)
-            return _key(t, harmonic, len(ks), cap_s)
+            return sort_key(t, harmonic, len(ks), cap_s)
 
         best = key(tokens, drafted, harmonic, backlog)
         heap = [(1.0 / (e[i] - chains[i][k - 1]) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
@@ -341,7 +342,7 @@ class MoeServePolicy:
                 heapq.heappush(heap, (1.0 / (e[i] - chains[i][ks[i] - 1]) - 1.0 / e[i], i))
         if drafting:
             for i in sorted((i for i, k in enumerate(ks) if k > 0 and backlogs[i] > 0), key=lambda i: -backlogs[i]):
-                gone = 1.0 / (e[i] - sum(chains[i][: ks[i]])) - 1.0 / e[i]
+                gone = 1.0 - 1.0 / e[i]  # its 1/e_r goes back to 1 (no drafts)
                 trial = key(tokens - ks[i], drafted - ks[i], harmonic + gone, backlog - backlogs[i])
                 if trial < best:
                     best, tokens, drafted, harmonic, backlog = (
@@ -361,14 +362,14 @@ class MoeServePolicy:
         layout: BatchView | None = None,
         amortize_by: list[list[float]] | None = None,
     ) -> float:
-        """Predicted step time; the drafting requests' backlogs whole, or amortised by their chains (`_amortized`)."""
+        """Predicted step time; the drafting requests' backlogs whole, or amortised by their chains (`amortized`)."""
         tokens = sum(ks) + len(ks) if layout is None else layout.verify_tokens(ks)
         if not drafting:
             return self.model.verify_time(tokens, len(ks), self.expert_budget)
         backlog = 0.0
         if layout is not None:
             whole = [float(r.draft_backlog) for r in layout.requests]
-            shares = whole if amortize_by is None else _amortized(layout.requests, amortize_by)
+            shares = whole if amortize_by is None else amortized(layout.requests, amortize_by)
             backlog = sum(b for b, k in zip(shares, ks, strict=True) if k > 0)
         return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget, backlog)
 
@@ -402,36 +403,5 @@ class MoeServePolicy:
             self.model.refit()
 
 
-def _life_cap(k: int, r: RequestView) -> int:
-    """No more drafts than the request has tokens left after the step's own (they could never be emitted)."""
-    return k if r.tokens_left is None else max(min(k, r.tokens_left - 1), 0)
-
-
-def _amortized(requests: tuple[RequestView, ...], chains: list[list[float]]) -> list[float]:
-    """Each request's draft backlog as one step's share: the catch-up is paid once and serves the rest of the
-    request's life, about tokens_left / e steps at its best expected tokens per step e (the whole backlog when the
-    request's length is unknown)."""
-    out = []
-    for r, chain in zip(requests, chains, strict=True):
-        steps = 1.0 if r.tokens_left is None else max(r.tokens_left / (1.0 + sum(chain)), 1.0)
-        out.append(r.draft_backlog / steps)
-    return out
-
-
 def _depth_key(depth: int) -> str:
     return f"draft-depth-{depth}"
-
-
-def _key(step_s: float, harmonic: float, requests: int, cap_s: float) -> tuple[int, float]:
-    """(0, J) within the SLO, (1, J) over it; J = T · Σ_r 1/e_r, the batch's mean expected TPOT times B."""
-    j = step_s * harmonic
-    return (1, j) if j > cap_s * max(requests, 1) else (0, j)
-
-
-def _chain(p: list[float], depth: int) -> list[float]:
-    """[Π_{j<=i} p_j for i = 1..depth]: what the i-th draft adds to the expected tokens; missing p reuse the last."""
-    out, run = [], 1.0
-    for i in range(depth):
-        run *= p[i] if i < len(p) else (p[-1] if p else 0.0)
-        out.append(run)
-    return out
