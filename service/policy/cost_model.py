@@ -113,6 +113,7 @@ class StepTimeModel:
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
+        self._drafted = False  # a measured step ran decision-dependent drafting, fitted or not
 
     def experts(self, tokens: float, requests: int, budget: int | None = None) -> float:
         """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all."""
@@ -162,6 +163,7 @@ class StepTimeModel:
         draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`.
         `plain`: the target ran a plain decode (no verify path); `backlog_tokens`: catch-up tokens the draft model
         ran (without this feature their cost would be fitted as per-step or per-draft cost)."""
+        self._drafted = self._drafted or draft_steps > 0
         if (tokens, plain) not in self._sizes_seen:
             self._sizes_seen.add((tokens, plain))
             return
@@ -188,13 +190,16 @@ class StepTimeModel:
     def refit(self) -> None:
         p = self._prior
         verify = (p.verify_fixed, p.verify_extra, p.per_token, p.per_expert)
-        draft = (p.per_draft_step, p.per_draft_token, p.per_backlog_token)
+        draft = tuple(self._prior_scale() * c for c in (p.per_draft_step, p.per_draft_token, p.per_backlog_token))
         if self._verify_rows:
             verify = fit_nonnegative(self._verify_rows, verify, self._ridge)
         if self._draft_rows:
             draft = fit_nonnegative(self._draft_rows, draft, self._ridge)
-        elif self._verify_rows:
+        elif self._verify_rows and not self._drafted:
             draft = (0.0, 0.0, 0.0)  # steps measured, none with decision-dependent drafting: drafting is in `other`
+        # else drafting ran but no step of it is fitted yet (a first step at its size is not): the prior's draft
+        # costs at this machine's scale, not zero (zero priced every draft as free on the CPU engine until the next
+        # refit after a drafting step; in the meantime a batch of 8 probed and speculated at 1.3x a plain step)
         other = self._other.get(False, self._other.get(True, p.other))
         self.coef = StepCoefficients(
             verify_fixed=max(verify[0], 0.0),
@@ -207,3 +212,12 @@ class StepTimeModel:
             other=other,
             plain_other=self._other.get(True, p.plain_other),
         )
+
+    def _prior_scale(self) -> float:
+        """Measured over prior-predicted target forward time of the fitted steps (1 before any): the prior is a
+        profile of relative costs (a draft step against a verify) whose absolute scale is the machine's."""
+        p = self._prior
+        weights = (p.verify_fixed, p.verify_extra, p.per_token, p.per_expert)
+        predicted = sum(sum(w * x for w, x in zip(weights, row, strict=True)) for row, _ in self._verify_rows)
+        measured = sum(y for _, y in self._verify_rows)
+        return measured / predicted if predicted > 0 and measured > 0 else 1.0

@@ -18,7 +18,8 @@
   SLO      a TPOT target (the tightest in the batch, slo.step_time_cap) bounds the batch's mean expected time per
            token, J / B = T · mean_r 1/e_r: a TPOT SLO is a mean over a request's tokens, and speculation lowers it
            although a step takes longer. Minimising J meets the target whenever some configuration does; a probe
-           must not push a batch over it. Two stricter bounds fail in a real engine: AdaSpec's step cap T <= cap (as
+           must not push a batch over it, its one step's extra time counted spread over each request's whole life
+           (tokens so far + left). Two stricter bounds fail in a real engine: AdaSpec's step cap T <= cap (as
            if every request got one token) forbids any speculation when the target is near plain-decode TPOT, and a
            per-step worst-off bound T / min_r e_r lets one request without a draft this step (e = 1) switch
            speculation off for the whole batch, though its own TPOT is a mean over its whole life.
@@ -42,9 +43,10 @@
            (Cascade's back-off) and resets to P0 when it does. A new request probes at once, for one step by
            default: acceptance differs between requests (moe-fine's dense draft verifies 2.9 tokens per step on
            prose, 1.5 on arithmetic), so acceptance learnt across requests says little about the next one: gated on
-           it, a stream of arithmetic kept every later prose request from ever drafting. One step at K = 3 costs
-           about one plain step where drafts fail (~3 % of a 32-token request), while a request whose drafts pay
-           gains 25-35 %; longer probes (4 steps) cost too much on short requests. A probe is skipped (the back-off
+           it, a stream of arithmetic kept every later prose request from ever drafting. One step at K = 3 with
+           the draft model's catch-up over a ~100-token prompt cost ~3 plain steps on the CPU engine's inflated
+           moe-fine at batch 1 (~10 % of a 32-token request where drafts fail), while a request whose drafts pay
+           gains 15-35 %; longer probes (4 steps) cost too much on short requests. A probe is skipped (the back-off
            goes on) where it costs more than speculating could return: its ΔJ (its verify, drafts and the draft
            model's catch-up over the whole context, which grows with the prompt) against T·(1 - 1/e)·tokens_left/e
            at the prior's e. After the probe, a request that did not speculate waits for the back-off interval
@@ -77,6 +79,10 @@ DEFAULT_PRIOR = StepCoefficients(
     per_backlog_token=2e-5,
 )
 
+# steps after which the cost model is refitted besides every `refit_every`: the prior's scale is a GPU's, so the
+# first measured steps replace it at once (a CPU step takes 5-20x what it predicts)
+WARM_UP_REFITS = frozenset((1, 2, 4, 8))
+
 
 class MoeServePolicy:
     def __init__(
@@ -95,6 +101,7 @@ class MoeServePolicy:
         refit_every: int = 16,
         acceptance_prior: float = 0.5,
         judged_first: bool = False,
+        warm_up: bool = True,
     ) -> None:
         if (
             k_max < 0
@@ -119,6 +126,7 @@ class MoeServePolicy:
         self._depth: dict[str, int] = {}  # request -> draft depth at its latest decision
         self.judged_first = judged_first  # a request with its draft in hand waits for its own first outcome
         self.probe_every, self.max_probe_every, self.refit_every = probe_every, max_probe_every, refit_every
+        self.warm_up = warm_up  # refit after WARM_UP_REFITS steps too (off: the prior until refit_every)
         self.probe_steps, self.probe_k, self.probe_new_requests = probe_steps, probe_k, probe_new_requests
         self._idle: dict[str, int] = {}  # request -> consecutive steps at K = 0
         self._interval: dict[str, int] = {}  # request -> current probe interval P, steps
@@ -186,9 +194,24 @@ class MoeServePolicy:
         if self._probing and batch.verify_layout != "ragged":
             # a probe sets the verify width of the whole batch: drafts up to it cost the others no verify work
             ks = [max(ks)] * len(ks)
-        if self._probing and self._over_slo(ks, probs, batch) and not self._over_slo(chosen, probs, batch):
+        if self._probing and self._probe_breaks_slo(ks, chosen, probs, batch):
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         return plan(batch, ks, self._budget())
+
+    def _probe_breaks_slo(self, ks: list[int], chosen: list[int], probs: list[list[float]], batch: BatchView) -> bool:
+        """Whether this step's probes push the batch over its TPOT target where the allocation alone does not. A
+        probe is one step: its extra time counts spread over each request's whole life (tokens so far + left), as
+        the SLO is a mean over a request's tokens; counted in the one step (as if every token cost what it does), a
+        probe at a target near plain decoding's TPOT never passed, and prose at batch 1 never learnt that its drafts
+        pay. Where a request's length is unknown, the probe step itself must stay within the target."""
+        if self._over_slo(chosen, probs, batch):
+            return False  # over anyway: the probe does not decide it
+        if any(r.tokens_left is None for r in batch.requests):
+            return self._over_slo(ks, probs, batch)
+        cap = step_time_cap(batch)
+        extra = self._time(ks, True, batch) - self._time(chosen, True, batch)
+        spread = sum(extra / max(r.tokens_so_far + r.tokens_left, 1) for r in batch.requests)
+        return self._objective(chosen, self._chains(probs, chosen), cap, True, batch)[1] + spread > cap * len(ks)
 
     def _probe_pays(self, i: int, ks: list[int], probs: list[list[float]], batch: BatchView) -> bool:
         """Whether request i's probe is worth its cost (module docstring, probing): what the probe step adds to the
@@ -399,7 +422,7 @@ class MoeServePolicy:
             stats.draft_backlog_tokens,
         )
         self._steps += 1
-        if self._steps % self.refit_every == 0:
+        if self._steps % self.refit_every == 0 or (self.warm_up and self._steps in WARM_UP_REFITS):
             self.model.refit()
 
 

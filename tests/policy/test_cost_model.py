@@ -156,6 +156,22 @@ def test_fixed_drafting_counts_as_step_overhead():
     assert model.step_time(8, 2, draft_steps=3, draft_tokens=6) == pytest.approx(model.verify_time(8, 2) + 0.004)
 
 
+def test_drafting_not_yet_fitted_keeps_the_prior_at_the_machines_scale():
+    """The engine's first drafting step is not fitted (first step at its size) and the rest were plain: drafting
+    is not free (the fit used to set every draft coefficient to 0 here, as for a drafter whose work is fixed); the
+    prior's draft costs scaled by what the plain steps measured against the prior's prediction for them."""
+    prior = StepCoefficients(4e-3, 5e-5, 5e-5, 1e-3, 2e-5, 5e-4, per_backlog_token=2e-5)
+    model = StepTimeModel(MoeShape(32, 4, 4), prior)
+    model.add(24, 8, [12] * 4, 2, 16, verify_s=0.29, draft_s=0.19, other_s=0.03, backlog_tokens=1024)
+    plain = 4e-3 + 5e-5 * 8 + 5e-5 * 4 * 10
+    for _ in range(15):
+        model.add(8, 8, [10] * 4, 0, 0, verify_s=10 * plain, draft_s=0.0, other_s=0.001, plain=True)
+    model.refit()
+    assert model.coef.per_draft_step == pytest.approx(10 * 1e-3)
+    assert model.coef.per_draft_token == pytest.approx(10 * 2e-5)
+    assert model.coef.per_backlog_token == pytest.approx(10 * 2e-5)
+
+
 def test_a_plain_step_is_priced_without_the_verify_path():
     """Steps where nobody speculated ran a plain decode: the model learns what the verify path adds over it."""
     model = StepTimeModel(MoeShape(64, 8, 4), StepCoefficients(1e-3, 1e-5, 1e-5, 0.0, 0.0, 1e-3), ridge=1e-6)

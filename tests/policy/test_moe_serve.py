@@ -186,7 +186,9 @@ def test_every_new_request_probes_once_however_the_earlier_ones_did():
     apart, so each arrival probes for one step; the hopeless ones then stay at K = 0 for the rest of their short
     life (the back-off interval others reached), the first good one speculates from its probe on and the next ones
     from the prior it raised."""
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000)
+    policy = MoeServePolicy(
+        num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000, warm_up=False
+    )
     per_request = arrivals(policy, 16, lambda j: 0 if j < 12 else 7)
     assert policy.accept.prior_trusted()
     assert all(ks[0] == 3 for ks in per_request[:13])  # a probe at probe_k, one step
@@ -198,7 +200,9 @@ def test_new_requests_keep_drafting_where_some_drafts_pay():
     """A workload where every fourth request's drafts are all accepted (cost model = the prior): every arrival
     drafts at its first step (a probe, or the learnt prior), the good ones then speculate to the end and the others
     fall back to K = 0 after one step."""
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000)
+    policy = MoeServePolicy(
+        num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000, warm_up=False
+    )
     per_request = arrivals(policy, 20, lambda j: 7 if j % 4 == 0 else 0)
     assert all(ks[0] > 0 for ks in per_request), per_request
     for j, ks in enumerate(per_request):
@@ -219,7 +223,7 @@ def test_judged_drafts_set_each_requests_acceptance_without_probes():
     requests with drafts of one depth, one whose drafts the emitted tokens keep matching and one whose they never
     do, end with different K, and neither is ever probed."""
     policy = MoeServePolicy(
-        num_experts=8, top_k=2, num_layers=16, acceptance_prior=0.3, probe_every=2, refit_every=10_000
+        num_experts=8, top_k=2, num_layers=16, acceptance_prior=0.3, probe_every=2, refit_every=10_000, warm_up=False
     )
     for _ in range(30):
         d = policy.decide(drafted(2, depth=4))
@@ -277,3 +281,31 @@ def test_a_tpot_target_sees_the_catch_up_spread_over_the_request_not_in_one_step
     view = lagging(1, 400, 200)
     view = replace(view, requests=tuple(replace(r, slo=SloClass("t", tpot_s=target)) for r in view.requests))
     assert policy.decide(view).requests[0].k == policy.probe_k
+
+
+@pytest.mark.parametrize("warm_up", [True, False])
+def test_the_first_measured_steps_replace_the_priors_scale(warm_up):
+    """The prior is a GPU's: after a couple of measured steps (not after refit_every = 16) the plain step is
+    priced at what it measured, 30 ms on the CPU engine against the prior's few ms."""
+    policy = MoeServePolicy(num_experts=32, top_k=4, num_layers=4, warm_up=warm_up)
+    for _ in range(2):
+        policy.observe(replace(stats([0], [0], 0.03), plain=True))
+    predicted = policy.model.step_time(1, 1, 0, 0)
+    if warm_up:
+        assert predicted == pytest.approx(0.03, rel=0.05)
+    else:
+        assert policy.model.coef == DEFAULT_PRIOR and predicted < 0.01
+
+
+@pytest.mark.parametrize(("tokens_so_far", "probes"), [(400, True), (0, False)])  # lives of 410 and 10 tokens
+def test_a_probe_is_held_to_a_tpot_target_spread_over_the_requests_whole_life(tokens_so_far, probes):
+    """A target 10 % above a plain step, which the probe step alone far exceeds: spread over a 410-token life the
+    probe adds a few percent and runs; over a 10-token life it would break the target and does not."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5)
+    plain = policy.model.step_time(1, 1, 0, 0)
+    probe = policy.model.step_time(4, 1, 3, 3)
+    assert probe / expected_tokens([0.5] * 3, 3) > 1.1 * plain  # the one-step test vetoes either probe
+    view = lagging(1, 0, 10)
+    slo = SloClass("t", tpot_s=1.1 * plain)
+    view = replace(view, requests=tuple(replace(r, slo=slo, tokens_so_far=tokens_so_far) for r in view.requests))
+    assert (policy.decide(view).requests[0].k == policy.probe_k) is probes
