@@ -1,16 +1,21 @@
 """Test-session wiring shared by every test package.
 
 Markers: `sglang` tests need the real SGLang engine (installed by scripts/setup.sh); `gpu` tests need CUDA and are
-skipped where there is none.
+skipped where there is none. Hypothesis draws the same examples on every run (`derandomize`): a property test that
+found a new failing case on a CI run would otherwise fail one submission and pass the next.
 """
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.engine import HAVE_SGLANG, EnginePool
 from tests.moe_sglang.tiny_models import ARCHS, make_checkpoint
+
+settings.register_profile("deterministic", derandomize=True)
+settings.load_profile("deterministic")
 
 
 def _has_cuda() -> bool:
