@@ -204,14 +204,15 @@ class MoeServePolicy:
         the SLO is a mean over a request's tokens; counted in the one step (as if every token cost what it does), a
         probe at a target near plain decoding's TPOT never passed, and prose at batch 1 never learnt that its drafts
         pay. Where a request's length is unknown, the probe step itself must stay within the target."""
-        if self._over_slo(chosen, probs, batch):
+        cap = step_time_cap(batch)
+        over, j = self._objective(chosen, self._chains(probs, chosen), cap, True, batch)
+        if over:
             return False  # over anyway: the probe does not decide it
         if any(r.tokens_left is None for r in batch.requests):
             return self._over_slo(ks, probs, batch)
-        cap = step_time_cap(batch)
         extra = self._time(ks, True, batch) - self._time(chosen, True, batch)
         spread = sum(extra / max(r.tokens_so_far + r.tokens_left, 1) for r in batch.requests)
-        return self._objective(chosen, self._chains(probs, chosen), cap, True, batch)[1] + spread > cap * len(ks)
+        return j + spread > cap * len(ks)
 
     def _probe_pays(self, i: int, ks: list[int], probs: list[list[float]], batch: BatchView) -> bool:
         """Whether request i's probe is worth its cost (module docstring, probing): what the probe step adds to the
