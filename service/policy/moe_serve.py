@@ -59,11 +59,10 @@ experts are already loaded (N(n) saturates), so the marginal cost is small and K
 
 from __future__ import annotations
 
-import heapq
-
 from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
+from service.policy.moe_serve_eliminate import eliminate
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.slo import step_time_cap
 from service.policy.types import BatchView, Decision, RequestDecision, StepStats
@@ -290,11 +289,13 @@ class MoeServePolicy:
                     best_ks, best = ks, key
             return best_ks
         if not drafting:
-            ks, key = self._eliminate(chains, list(caps), cap_s, drafting, backlogs)
+            ks, key = eliminate(self.model, self.expert_budget, chains, list(caps), cap_s, drafting, backlogs)
             return ks if key < best else best_ks
         stale = 0  # depths in a row that did not beat the best
         for depth in range(1, max(caps, default=0) + 1):
-            ks, key = self._eliminate(chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs)
+            ks, key = eliminate(
+                self.model, self.expert_budget, chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs
+            )
             if key < best:
                 best_ks, best, stale = ks, key, 0
             else:
@@ -322,62 +323,6 @@ class MoeServePolicy:
         t = self._time(ks, drafting, layout, chains if amortize else None)
         e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]
         return sort_key(t, sum(1.0 / x for x in e), len(e), cap_s)
-
-    def _eliminate(
-        self, chains: list[list[float]], ks: list[int], cap_s: float, drafting: bool, backlogs: list[float]
-    ) -> tuple[list[int], tuple[int, float]]:
-        """From `ks`, drop the tail draft whose request gains least from it while that lowers the objective;
-        chains[r][i-1] = Π_{j<=i} p_rj, the tokens request r's i-th draft adds on average. A request whose last
-        draft goes also takes its draft backlog (catch-up tokens) off the step; a last pass drops, whole, requests
-        whose backlog costs more than their drafts return."""
-        e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]  # expected tokens per request
-        harmonic = sum(1.0 / x for x in e)
-        tokens, drafted, depth = sum(ks) + len(ks), sum(ks), max(ks, default=0)
-        step_draft = 1 if drafting else 0
-        backlog = sum(b for b, k in zip(backlogs, ks, strict=True) if k > 0) if drafting else 0
-
-        def key(tokens: int, drafted: int, harmonic: float, backlog: float) -> tuple[int, float]:
-            if drafting:
-                t = self.model.step_time(tokens, len(ks), depth, drafted, self.expert_budget, backlog)
-            else:
-                t = self.model.verify_time(tokens, len(ks), self.expert_budget)
-            return sort_key(t, harmonic, len(ks), cap_s)
-
-        best = key(tokens, drafted, harmonic, backlog)
-        heap = [(1.0 / (e[i] - chains[i][k - 1]) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
-        heapq.heapify(heap)
-        while heap:
-            loss, i = heap[0]
-            freed = backlogs[i] * step_draft if ks[i] == 1 else 0
-            trial = key(tokens - 1, drafted - step_draft, harmonic + loss, backlog - freed)
-            if trial >= best:
-                break
-            heapq.heappop(heap)
-            best, tokens, drafted, harmonic, backlog = (
-                trial,
-                tokens - 1,
-                drafted - step_draft,
-                harmonic + loss,
-                backlog - freed,
-            )
-            e[i] -= chains[i][ks[i] - 1]
-            ks[i] -= 1
-            if ks[i] > 0:
-                heapq.heappush(heap, (1.0 / (e[i] - chains[i][ks[i] - 1]) - 1.0 / e[i], i))
-        if drafting:
-            for i in sorted((i for i, k in enumerate(ks) if k > 0 and backlogs[i] > 0), key=lambda i: -backlogs[i]):
-                gone = 1.0 - 1.0 / e[i]  # its 1/e_r goes back to 1 (no drafts)
-                trial = key(tokens - ks[i], drafted - ks[i], harmonic + gone, backlog - backlogs[i])
-                if trial < best:
-                    best, tokens, drafted, harmonic, backlog = (
-                        trial,
-                        tokens - ks[i],
-                        drafted - ks[i],
-                        harmonic + gone,
-                        backlog - backlogs[i],
-                    )
-                    e[i], ks[i] = 1.0, 0
-        return ks, best
 
     def _time(
         self,
