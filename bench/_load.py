@@ -74,4 +74,6 @@ def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency:
         # robust to a server that streams in bursts (TPOT from stream timestamps then reads near zero)
         "e2e_per_token_ms": statistics.mean(c.e2e_s / c.output_tokens for c in done) * 1e3,
         "tokens_per_s": sum(c.output_tokens for c in done) / wall,
+        "tokens": sum(c.output_tokens for c in done),
+        "wall_s": wall,
     }

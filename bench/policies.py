@@ -8,8 +8,8 @@ Engines: the plain engine (no drafter: the true "none") stays up the whole run; 
 (MOE_SERVE_NGRAM / MOE_SERVE_STANDALONE, moe_sglang/algorithm.py) serves all that drafter's policies, each request
 naming its policy in the per-request hints (`custom_params.moe_serve`, moe_sglang/hints.py; `static` with `max_k`
 gives the static K rows). Never more than two engines at once. Round r of a cell runs every policy once, "none"
-included, in an order rotated by r, so load from other jobs falls on all of them alike; each cell keeps the median
-and min-max over its rounds. A difference between two policies counts only where their min-max ranges do not
+included, interleaved wave by wave (batch 1: request by request) in an order rotated by round and wave, so load
+from other jobs falls on all of them alike (`measure_cell`); each cell keeps the median and min-max over its rounds. A difference between two policies counts only where their min-max ranges do not
 overlap. The NGRAM corpus and the prefix cache are flushed before each measurement (`/flush_cache`).
 SLO-aware policies get `tpot_ms` = P90 TPOT of no speculation at that batch size, measured first on mixed prompts.
 SGLang 0.5.23's own `--speculative-adaptive` is passed to the drafter engines and its log checked: it supports only
@@ -62,9 +62,9 @@ K0 = {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}}
 
 
 def cell_prompts(batch: int) -> int:
-    """Prompts per measurement: one wave at the moderate batch, two requests at batch 1 (so one slow request
-    does not decide a cell; the rounds then give the spread)."""
-    return max(2, batch)
+    """Prompts per measurement: one wave at a batch above 1, three requests at batch 1 (so one slow request does
+    not decide a cell; the rounds then give the spread)."""
+    return 3 if batch == 1 else batch
 
 
 @dataclass(frozen=True)
@@ -120,16 +120,39 @@ def rotated(names: list[str], round_: int) -> list[str]:
 
 
 def measure_cell(variants: dict, prompts: list, tokens: int, batch: int, repeats: int) -> dict[str, list[dict]]:
-    """`variants[name] = (url, extra body)`. Every round runs each variant once, in an order rotated by the
-    round; returns each variant's per-round results."""
+    """`variants[name] = (url, extra body)`. A variant's measurement in a round is its run over all `prompts`, in
+    waves of `batch` concurrent requests; the waves interleave across variants: wave w of every variant runs before
+    wave w + 1 of any, in an order rotated by round and wave. On this shared machine load from other jobs comes in
+    bursts (decode steps 30-60 % slower for ~10 s in an engine's step log), longer than one batch-1 request and
+    shorter than a variant's whole measurement: interleaved per wave, a burst falls on all variants alike instead of
+    deciding one variant's round. Returns each variant's per-round results (its waves merged, `merged`)."""
     runs: dict[str, list[dict]] = {name: [] for name in variants}
     models = {url: served_model(url) for url, _ in variants.values()}
+    waves = [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
     for round_ in range(repeats):
-        for name in rotated(list(variants), round_):
-            url, extra = variants[name]
-            _flush(url)
-            runs[name].append(run_batch(url, models[url], prompts, tokens, batch, extra))
+        parts: dict[str, list[dict]] = {name: [] for name in variants}
+        for w, wave in enumerate(waves):
+            for name in rotated(list(variants), round_ + w):
+                url, extra = variants[name]
+                _flush(url)
+                parts[name].append(run_batch(url, models[url], wave, tokens, batch, extra))
+        for name, results in parts.items():
+            runs[name].append(merged(results))
     return runs
+
+
+def merged(results: list[dict]) -> dict:
+    """One measurement from the run_batch results of its waves: means over requests (weighted by each wave's
+    requests), the worst wave's P90 TPOT, tokens per second over the waves' summed wall time."""
+    if len(results) == 1:
+        return results[0]
+    n = sum(r["requests"] for r in results)
+    out: dict = {"requests": n}
+    for key in ("tpot_ms", "ttft_ms", "e2e_per_token_ms"):
+        out[key] = sum(r[key] * r["requests"] for r in results) / n
+    out["tpot_p90_ms"] = max(r["tpot_p90_ms"] for r in results)
+    out["tokens_per_s"] = sum(r["tokens"] for r in results) / sum(r["wall_s"] for r in results)
+    return out
 
 
 def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:

@@ -1,0 +1,44 @@
+"""bench.policies' measurement: waves interleave across variants, and a round merges a variant's waves."""
+
+import pytest
+
+from bench import policies
+
+
+def test_waves_interleave_across_variants_and_merge(monkeypatch):
+    calls = []
+
+    def fake_run(url, model, prompts, tokens, batch, extra):
+        calls.append((url, tuple(prompts)))
+        n = len(prompts)
+        tpot = 10.0 if url == "a" else 20.0
+        return {
+            "requests": n,
+            "tpot_ms": tpot * prompts[0],
+            "tpot_p90_ms": tpot * prompts[0],
+            "ttft_ms": 1.0,
+            "e2e_per_token_ms": tpot,
+            "tokens_per_s": 4.0 * n / n,
+            "tokens": 4 * n,
+            "wall_s": 1.0 * n,
+        }
+
+    monkeypatch.setattr(policies, "run_batch", fake_run)
+    monkeypatch.setattr(policies, "served_model", lambda url: "m")
+    monkeypatch.setattr(policies, "_flush", lambda url: None)
+    runs = policies.measure_cell({"A": ("a", None), "B": ("b", None)}, [1, 2, 3], 8, 1, 2)
+    # round 0: wave 0 A then B, wave 1 B then A (rotated by the wave), wave 2 A then B; round 1 starts with B
+    assert [c[0] for c in calls[:6]] == ["a", "b", "b", "a", "a", "b"]
+    assert [c[0] for c in calls[6:8]] == ["b", "a"]
+    assert [c[1] for c in calls[:6:2]] == [(1,), (2,), (3,)]
+    assert len(runs["A"]) == len(runs["B"]) == 2
+    a = runs["A"][0]
+    assert a["requests"] == 3
+    assert a["tpot_ms"] == pytest.approx(10.0 * (1 + 2 + 3) / 3)
+    assert a["tpot_p90_ms"] == 30.0  # the worst wave's
+    assert a["tokens_per_s"] == pytest.approx(12 / 3.0)
+
+
+def test_one_wave_is_its_own_measurement(monkeypatch):
+    result = {"requests": 8, "tpot_ms": 5.0, "tpot_p90_ms": 6.0, "ttft_ms": 1.0, "e2e_per_token_ms": 5.0}
+    assert policies.merged([result]) is result
