@@ -232,11 +232,11 @@ def test_judged_drafts_set_each_requests_acceptance_without_probes():
         policy.observe(replace(stats(ks, [ks[0], 0], 0.01), shadow=shadow))
         assert not policy._probing  # never probed: their drafts are judged for free
     assert ks[1] == 0 and ks[0] > 0 and policy.accept.get("r0")[0] > 0.9 > 0.1 > policy.accept.get("r1")[0]
-    # a new request with drafts of that depth starts from what the depth achieved across both requests, or waits
-    # for its own first judgement (judged_first)
-    assert policy._drafted_probs("new", 4) == policy.by_depth.get("draft-depth-4")
-    policy.judged_first = True
+    # a new request with drafts of that depth waits for its own first judgement (judged_first, the default), or
+    # starts from what the depth achieved across both requests
     assert set(policy._drafted_probs("new", 4)) == {0.0}
+    policy.judged_first = False
+    assert policy._drafted_probs("new", 4) == policy.by_depth.get("draft-depth-4")
 
 
 def lagging(n, backlog, tokens_left, prefix="r"):
