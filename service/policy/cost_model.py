@@ -7,6 +7,12 @@
 Real routers have token-to-expert affinity: consecutive tokens of one request tend to reuse experts (Cascade §2,
 MoESD). `StepTimeModel` counts a request's extra verify tokens as (1 - a) fresh routings each, i.e.
 N = E·(1 - (1 - k/E)^F), F = B + (n - B)·(1 - a), and learns a from measured unique experts by inverting N.
+Where the caller knows how many of the drafts it expects accepted, the affinity is split by outcome: an accepted
+draft is a token the target would have emitted itself, a rejected one (and every draft after it) is not, and they
+route differently: on the CPU engine's moe-fine x48 a 4-token STANDALONE verify whose 3 drafts were all accepted hit
+16-21 experts over its 4 layers (about one token's), one whose drafts were rejected 29-48, and took 46-60 ms
+against 82-97. F = B + A·(1 - a_acc) + (n - B - A)·(1 - a_rej) for A expected accepted drafts, a_acc and a_rej
+fitted by least squares on measured steps (`SplitAffinity`); with no fit yet, or no expectation given, the single a.
 An engine that runs a plain decode when nobody verifies a draft (moe-serve's) skips the verify path's fixed work
 (tree bookkeeping, acceptance, the KV move): `verify_extra` and a separate per-step overhead price that difference,
 so switching a whole batch from K = 0 to K = 1 costs what it costs.
@@ -110,24 +116,34 @@ class StepTimeModel:
         self._other: dict[bool, float] = {}  # plain step or not -> EMA of seconds outside draft and target forward
         self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
         self._affinity_steps = 0  # measured steps with drafts the affinity has learnt from
+        self.split = SplitAffinity()  # the affinity of accepted and of rejected drafts (module docstring)
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
         self._drafted = False  # a measured step ran decision-dependent drafting, fitted or not
 
-    def experts(self, tokens: float, requests: int, budget: int | None = None) -> float:
-        """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all."""
-        fresh = requests + max(tokens - requests, 0) * (1.0 - self.affinity)
+    def experts(self, tokens: float, requests: int, budget: int | None = None, accepted: float | None = None) -> float:
+        """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all;
+        `accepted`: how many of the drafts are expected accepted (None: not known, the single affinity)."""
+        drafts = max(tokens - requests, 0)
+        fresh = requests + drafts * (1.0 - self.affinity)
+        split = self.split.fresh_per_draft()
+        if accepted is not None and split is not None:
+            good = min(max(accepted, 0.0), drafts)
+            fresh = requests + good * split[0] + (drafts - good) * split[1]
         per_layer = expected_experts(fresh, self.shape.num_experts, self.shape.top_k)
         if budget is not None:
             per_layer = min(per_layer, float(budget))
         return self.shape.num_layers * per_layer
 
-    def verify_time(self, tokens: int, requests: int, budget: int | None = None) -> float:
+    def verify_time(
+        self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
+    ) -> float:
         """The target forward: a plain decode when no request verifies a draft (tokens == requests)."""
         c = self.coef
         extra = 0.0 if tokens <= requests else c.verify_extra
-        return c.verify_fixed + extra + c.per_token * tokens + c.per_expert * self.experts(tokens, requests, budget)
+        experts = self.experts(tokens, requests, budget, accepted)
+        return c.verify_fixed + extra + c.per_token * tokens + c.per_expert * experts
 
     def step_time(
         self,
@@ -137,14 +153,16 @@ class StepTimeModel:
         draft_tokens: int,
         budget: int | None = None,
         backlog_tokens: float = 0,
+        accepted: float | None = None,
     ) -> float:
-        """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens)."""
+        """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens);
+        `accepted`: drafts expected accepted (`experts`)."""
         c = self.coef
         draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
         if draft_steps:
             draft += c.per_backlog_token * backlog_tokens
         other = c.plain_other if tokens <= requests and c.plain_other is not None else c.other
-        return self.verify_time(tokens, requests, budget) + draft + other
+        return self.verify_time(tokens, requests, budget, accepted) + draft + other
 
     def add(
         self,
@@ -158,11 +176,13 @@ class StepTimeModel:
         other_s: float,
         plain: bool = False,
         backlog_tokens: int = 0,
+        accepted: int | None = None,
     ) -> None:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
         draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`.
         `plain`: the target ran a plain decode (no verify path); `backlog_tokens`: catch-up tokens the draft model
-        ran (without this feature their cost would be fitted as per-step or per-draft cost)."""
+        ran (without this feature their cost would be fitted as per-step or per-draft cost); `accepted`: drafts the
+        step's verify accepted (teaches the split affinity)."""
         self._drafted = self._drafted or draft_steps > 0
         if (tokens, plain) not in self._sizes_seen:
             self._sizes_seen.add((tokens, plain))
@@ -176,6 +196,8 @@ class StepTimeModel:
                 # above what one request's consecutive tokens hit), then an EMA over about ten steps
                 self._affinity_steps += 1
                 self.affinity += max(1.0 / self._affinity_steps, 0.1) * (a_now - self.affinity)
+                if accepted is not None:
+                    self.split.add(accepted, tokens - requests - accepted, fresh - requests)
             total = float(sum(unique_experts)) * self.shape.num_layers / len(unique_experts)
         else:
             total = self.experts(tokens, requests)
@@ -221,3 +243,45 @@ class StepTimeModel:
         predicted = sum(sum(w * x for w, x in zip(weights, row, strict=True)) for row, _ in self._verify_rows)
         measured = sum(y for _, y in self._verify_rows)
         return measured / predicted if predicted > 0 and measured > 0 else 1.0
+
+
+class SplitAffinity:
+    """Fresh routings per accepted and per rejected draft, (1 - a_acc, 1 - a_rej), by least squares over the latest
+    `window` verify steps: fresh - B = A·u_acc + R·u_rej for A accepted and R rejected drafts (R counts the drafts
+    after the first rejection too). Needs steps of both kinds (accepted and rejected drafts not in one proportion)
+    before it answers; each u is kept in [0, 1]."""
+
+    def __init__(self, window: int = 64, min_steps: int = 4) -> None:
+        self._rows: deque[tuple[float, float, float]] = deque(maxlen=window)
+        self._min_steps = min_steps
+        self._fit: tuple[float, float] | None = None
+        self._stale = False
+
+    def add(self, accepted: float, rejected: float, fresh_drafts: float) -> None:
+        if accepted < 0 or rejected < 0 or accepted + rejected <= 0:
+            return
+        self._rows.append((float(accepted), float(rejected), float(fresh_drafts)))
+        self._stale = True
+
+    def fresh_per_draft(self) -> tuple[float, float] | None:
+        """(u_acc, u_rej), or None while the steps seen cannot tell them apart."""
+        if self._stale:
+            self._stale, self._fit = False, self._solve()
+        return self._fit
+
+    def _solve(self) -> tuple[float, float] | None:
+        if len(self._rows) < self._min_steps:
+            return None
+        aa = sum(a * a for a, _, _ in self._rows)
+        ar = sum(a * r for a, r, _ in self._rows)
+        rr = sum(r * r for _, r, _ in self._rows)
+        ay = sum(a * y for a, _, y in self._rows)
+        ry = sum(r * y for _, r, y in self._rows)
+        det = aa * rr - ar * ar
+        if det <= 1e-6 * max(aa * rr, 1e-12):
+            return None  # every step accepted the same share of its drafts: the two cannot be told apart
+        u_acc = (ay * rr - ry * ar) / det
+        u_rej = (ry * aa - ay * ar) / det
+        if u_acc < 0 or u_rej < 0:  # the constrained optimum lies on an edge: one u at 0, the other refitted alone
+            u_acc, u_rej = (0.0, ry / rr) if u_acc < 0 else (ay / aa, 0.0)
+        return min(max(u_acc, 0.0), 1.0), min(max(u_rej, 0.0), 1.0)

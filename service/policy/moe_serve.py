@@ -3,7 +3,9 @@
   e_r(K)   = 1 + Σ_{i<=K} Π_{j<=i} p_rj          expected tokens of request r (p from acceptance.AcceptanceTracker,
                                                   or the drafter's confidences once known, in `trim`)
   T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
-             over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts,
+             over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts and
+             split by outcome (an accepted draft routes like the target's own next token, a rejected one does not:
+             cost_model.SplitAffinity), the drafts expected accepted Σ_r (e_r - 1) taken from the same p,
              coefficients by non-negative least squares from measured steps; draft includes the draft model's
              catch-up over the context of a request that starts drafting (RequestView.draft_backlog), counted in
              each step as its share over the request's remaining life (tokens_left / e_r steps: it is paid once),
@@ -211,7 +213,9 @@ class MoeServePolicy:
             return False  # over anyway: the probe does not decide it
         if any(r.tokens_left is None for r in batch.requests):
             return self._over_slo(ks, probs, batch)
-        extra = self._time(ks, True, batch) - self._time(chosen, True, batch)
+        extra = self._time(ks, True, batch, self._chains(probs, ks), False) - self._time(
+            chosen, True, batch, self._chains(probs, chosen), False
+        )
         spread = sum(extra / max(r.tokens_so_far + r.tokens_left, 1) for r in batch.requests)
         return j + spread > cap * len(ks)
 
@@ -230,7 +234,7 @@ class MoeServePolicy:
         cost = self._objective(trial, self._chains(probs, trial), float("inf"), True, batch, amortize=False)[1]
         base = self._objective(ks, self._chains(probs, ks), float("inf"), True, batch, amortize=False)[1]
         e = 1.0 + sum(chain(self.accept.get(r.request_id), k))
-        step_s = self._time(ks, True, batch)
+        step_s = self._time(ks, True, batch, self._chains(probs, ks), False)
         gain = (r.tokens_left / e) * step_s * (1.0 - 1.0 / e)
         return cost - base <= gain
 
@@ -322,7 +326,7 @@ class MoeServePolicy:
         """Sort key of a configuration: within the SLO, by J = T · Σ 1/e_r; over it, after all, by T / min_r e_r.
         `amortize`: draft backlogs as their share of one step (what the SLO, a mean over a request's tokens, sees),
         else whole (what this one step costs)."""
-        t = self._time(ks, drafting, layout, chains if amortize else None)
+        t = self._time(ks, drafting, layout, chains, amortize)
         e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]
         return sort_key(t, sum(1.0 / x for x in e), len(e), cap_s)
 
@@ -331,18 +335,22 @@ class MoeServePolicy:
         ks: list[int],
         drafting: bool,
         layout: BatchView | None = None,
-        amortize_by: list[list[float]] | None = None,
+        chains: list[list[float]] | None = None,
+        amortize: bool = True,
     ) -> float:
-        """Predicted step time; the drafting requests' backlogs whole, or amortised by their chains (`amortized`)."""
+        """Predicted step time. `chains`: the requests' acceptance chains, which give the drafts expected accepted
+        (verify cost depends on them, cost_model.SplitAffinity) and, with `amortize`, each drafting request's
+        backlog as its share of one step (`amortized`); without them the backlogs count whole."""
         tokens = sum(ks) + len(ks) if layout is None else layout.verify_tokens(ks)
+        accepted = None if chains is None else sum(sum(c[:k]) for c, k in zip(chains, ks, strict=True))
         if not drafting:
-            return self.model.verify_time(tokens, len(ks), self.expert_budget)
+            return self.model.verify_time(tokens, len(ks), self.expert_budget, accepted)
         backlog = 0.0
         if layout is not None:
             whole = [float(r.draft_backlog) for r in layout.requests]
-            shares = whole if amortize_by is None else amortized(layout.requests, amortize_by)
+            shares = amortized(layout.requests, chains) if amortize and chains is not None else whole
             backlog = sum(b for b, k in zip(shares, ks, strict=True) if k > 0)
-        return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget, backlog)
+        return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget, backlog, accepted)
 
     def _budget(self) -> tuple[int, ...] | None:
         return None if self.expert_budget is None else (self.expert_budget,) * self.shape.num_layers
@@ -368,6 +376,7 @@ class MoeServePolicy:
             stats.other_s,
             stats.plain,
             stats.draft_backlog_tokens,
+            sum(r.accepted for r in stats.requests),
         )
         self._steps += 1
         if self._steps % self.refit_every == 0 or (self.warm_up and self._steps in WARM_UP_REFITS):

@@ -29,45 +29,51 @@ def eliminate(
     step_draft = 1 if drafting else 0
     backlog = sum(b for b, k in zip(backlogs, ks, strict=True) if k > 0) if drafting else 0
 
-    def key(tokens: int, drafted: int, harmonic: float, backlog: float) -> tuple[int, float]:
+    accepted = sum(e) - len(e)  # drafts expected accepted: verify cost depends on them (cost_model.SplitAffinity)
+
+    def key(tokens: int, drafted: int, harmonic: float, backlog: float, accepted: float) -> tuple[int, float]:
         if drafting:
-            t = model.step_time(tokens, len(ks), depth, drafted, budget, backlog)
+            t = model.step_time(tokens, len(ks), depth, drafted, budget, backlog, accepted)
         else:
-            t = model.verify_time(tokens, len(ks), budget)
+            t = model.verify_time(tokens, len(ks), budget, accepted)
         return sort_key(t, harmonic, len(ks), cap_s)
 
-    best = key(tokens, drafted, harmonic, backlog)
+    best = key(tokens, drafted, harmonic, backlog, accepted)
     heap = [(1.0 / (e[i] - chains[i][k - 1]) - 1.0 / e[i], i) for i, k in enumerate(ks) if k > 0]
     heapq.heapify(heap)
     while heap:
         loss, i = heap[0]
         freed = backlogs[i] * step_draft if ks[i] == 1 else 0
-        trial = key(tokens - 1, drafted - step_draft, harmonic + loss, backlog - freed)
+        tail = chains[i][ks[i] - 1]
+        trial = key(tokens - 1, drafted - step_draft, harmonic + loss, backlog - freed, accepted - tail)
         if trial >= best:
             break
         heapq.heappop(heap)
-        best, tokens, drafted, harmonic, backlog = (
+        best, tokens, drafted, harmonic, backlog, accepted = (
             trial,
             tokens - 1,
             drafted - step_draft,
             harmonic + loss,
             backlog - freed,
+            accepted - tail,
         )
-        e[i] -= chains[i][ks[i] - 1]
+        e[i] -= tail
         ks[i] -= 1
         if ks[i] > 0:
             heapq.heappush(heap, (1.0 / (e[i] - chains[i][ks[i] - 1]) - 1.0 / e[i], i))
     if drafting:
         for i in sorted((i for i, k in enumerate(ks) if k > 0 and backlogs[i] > 0), key=lambda i: -backlogs[i]):
             gone = 1.0 - 1.0 / e[i]  # its 1/e_r goes back to 1 (no drafts)
-            trial = key(tokens - ks[i], drafted - ks[i], harmonic + gone, backlog - backlogs[i])
+            own = e[i] - 1.0  # its expected accepted drafts
+            trial = key(tokens - ks[i], drafted - ks[i], harmonic + gone, backlog - backlogs[i], accepted - own)
             if trial < best:
-                best, tokens, drafted, harmonic, backlog = (
+                best, tokens, drafted, harmonic, backlog, accepted = (
                     trial,
                     tokens - ks[i],
                     drafted - ks[i],
                     harmonic + gone,
                     backlog - backlogs[i],
+                    accepted - own,
                 )
                 e[i], ks[i] = 1.0, 0
     return ks, best

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from service.policy.cost_model import (
     MoeShape,
+    SplitAffinity,
     StepCoefficients,
     StepTimeModel,
     expected_experts,
@@ -184,3 +185,47 @@ def test_a_plain_step_is_priced_without_the_verify_path():
     assert model.coef.verify_extra == pytest.approx(0.002, rel=0.05)
     assert model.coef.plain_other == pytest.approx(0.0005) and model.coef.other == pytest.approx(0.002)
     assert model.step_time(4, 4, 0, 0) < model.step_time(5, 4, 1, 1) - 0.003
+
+
+def test_split_affinity_recovers_what_accepted_and_rejected_drafts_route_to():
+    split = SplitAffinity()
+    assert split.fresh_per_draft() is None  # nothing seen
+    rng = random.Random(5)
+    for _ in range(40):
+        a, r = rng.randint(0, 4), rng.randint(0, 4)
+        split.add(a, r, 0.1 * a + 0.7 * r)
+    u_acc, u_rej = split.fresh_per_draft()
+    assert u_acc == pytest.approx(0.1) and u_rej == pytest.approx(0.7)
+
+
+def test_split_affinity_needs_steps_that_tell_the_two_apart():
+    split = SplitAffinity()
+    for _ in range(10):
+        split.add(2, 2, 1.0)  # always half accepted: any u_acc + u_rej = 0.5 fits
+    assert split.fresh_per_draft() is None
+    split.add(0, 3, 3.0)
+    assert split.fresh_per_draft() is not None
+
+
+def test_split_affinity_stays_in_range():
+    split = SplitAffinity(min_steps=2)
+    split.add(3, 0, -1.0)  # fewer routings than requests (measurement noise): no negative share
+    split.add(0, 3, 9.0)  # more than one fresh routing per draft: capped at 1
+    u_acc, u_rej = split.fresh_per_draft()
+    assert 0.0 <= u_acc <= 1.0 and 0.0 <= u_rej <= 1.0
+    assert u_acc == 0.0 and u_rej == 1.0
+
+
+def test_accepted_drafts_are_priced_by_their_own_routing():
+    """What the CPU engine measured (moe-fine x48, STANDALONE, batch 1, 4-token verifies): drafts that were all
+    accepted hit about one token's experts (16 over 4 layers), rejected ones ~40. Once both kinds were seen, a verify
+    expected to accept most of its drafts is priced cheaper than one expected to reject them, and the single
+    affinity (the mix of both) still answers where no expectation is given."""
+    model = StepTimeModel(MoeShape(32, 4, 4), TRUTH)
+    for i in range(12):
+        good = i % 3 == 0
+        model.add(4, 1, [4] * 4 if good else [10] * 4, 3, 3, 0.05, 0.01, 0.001, accepted=3 if good else 0)
+    likely, unlikely = model.experts(4, 1, accepted=2.7), model.experts(4, 1, accepted=0.3)
+    assert likely < 4 * 5.5 < 4 * 9 < unlikely
+    assert likely < model.experts(4, 1) < unlikely
+    assert model.verify_time(4, 1, accepted=2.7) < model.verify_time(4, 1) < model.verify_time(4, 1, accepted=0.3)

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from service.policy.acceptance import expected_tokens
 from service.policy.base import plan
+from service.policy.cost_model import SplitAffinity
 from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
 from service.policy.types import BatchView, RequestView, ShadowOutcome, SloClass
 from tests.policy.helpers import batch, stats
@@ -309,3 +310,21 @@ def test_a_probe_is_held_to_a_tpot_target_spread_over_the_requests_whole_life(to
     slo = SloClass("t", tpot_s=1.1 * plain)
     view = replace(view, requests=tuple(replace(r, slo=slo, tokens_so_far=tokens_so_far) for r in view.requests))
     assert (policy.decide(view).requests[0].k == policy.probe_k) is probes
+
+
+def test_a_request_likely_to_be_accepted_is_priced_by_what_accepted_drafts_cost():
+    """The CPU engine's STANDALONE steps at batch 1 (moe-fine x48): 4-token verifies whose drafts were accepted hit
+    one token's experts and cost ~1.4x a plain step, rejected ones ~2.5x. A request at p = 0.6 gains from K > 0
+    only at the accepted drafts' price, which the single affinity (learnt mostly from rejected steps) does not
+    give it."""
+    policy = MoeServePolicy(num_experts=32, top_k=4, num_layers=4, refit_every=10_000, warm_up=False)
+    plain = replace(stats([0], [0], 0.0294 / 0.9, unique=(4,) * 4), plain=True, draft_steps=0)
+    good = stats([3], [3], 0.0404 / 0.9, unique=(4,) * 4)
+    bad = stats([3], [0], 0.074 / 0.9, unique=(10,) * 4)
+    for step in [plain] * 8 + [good, bad, bad, bad] * 5:
+        policy.observe(step)
+    policy.model.refit()
+    probs = [[0.6] * 3]
+    assert policy.allocate(probs, [3], float("inf"), drafting=True) != [0]
+    policy.model.split = SplitAffinity()  # forget the split: the single affinity prices every draft alike
+    assert policy.allocate(probs, [3], float("inf"), drafting=True) == [0]
