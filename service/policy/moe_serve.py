@@ -50,18 +50,24 @@
            it, a stream of arithmetic kept every later prose request from ever drafting. One step at K = 3 with
            the draft model's catch-up over a ~100-token prompt cost ~3 plain steps on the CPU engine's inflated
            moe-fine at batch 1 (~10 % of a 32-token request where drafts fail), while a request whose drafts pay
-           gains 15-35 %; longer probes (4 steps) cost too much on short requests. A probe is skipped (the back-off
-           goes on) where it costs more than speculating could return: its ΔJ (its verify, drafts and the draft
-           model's catch-up over the whole context, which grows with the prompt) against T·(1 - 1/e)·tokens_left/e
-           at the prior's e. After the probe, a request that did not speculate waits for the back-off interval
-           other requests reached. A request whose draft is in hand (NGRAM) is never
-           probed: the engine judges the draft it did not verify (drafts, above). Where the verify is rectangular the
-           probe sets the batch's width, so every request drafts to it (no extra verify work).
+           gains 15-35 %; longer probes (4 steps) cost too much on short requests. The probes due in a step start
+           together or are skipped together (the back-off goes on), where they cost more than speculating could
+           return (`_probes_pay`): their ΔJ (verifies, draft steps, the draft model's catch-up over the whole
+           context, which grows with the prompt) against the J per step that the group would save at the best depth
+           were its drafts accepted at the hoped-for rate `probe_hope` (not the learnt mean: that one follows the
+           workload, and after a stream of arithmetic no prose request would probe), for tokens_left / e steps.
+           Drafting is batch-wide: a wave of new requests probes together, one new request among requests that do
+           not speculate rarely pays for making them all wait for its drafts. After the probe, a request that did
+           not speculate waits for the back-off interval other requests reached. A request whose draft is in hand
+           (NGRAM) is never probed: the engine judges the draft it did not verify (drafts, above). Where the verify
+           is rectangular the probe sets the batch's width, so every request drafts to it (no extra verify work).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
@@ -105,6 +111,7 @@ class MoeServePolicy:
         acceptance_prior: float = 0.5,
         judged_first: bool = True,
         warm_up: bool = True,
+        probe_hope: float = 0.8,
     ) -> None:
         if (
             k_max < 0
@@ -112,10 +119,11 @@ class MoeServePolicy:
             or max_probe_every < probe_every
             or refit_every < 1
             or min(probe_steps, probe_k) < 1
+            or not 0.0 < probe_hope <= 1.0
         ):
             raise ValueError(
                 "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, "
-                "probe_steps >= 1, probe_k >= 1"
+                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1"
             )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
@@ -129,8 +137,10 @@ class MoeServePolicy:
         self._depth: dict[str, int] = {}  # request -> draft depth at its latest decision
         self.judged_first = judged_first  # a request with its draft in hand waits for its own first outcome
         self.probe_every, self.max_probe_every, self.refit_every = probe_every, max_probe_every, refit_every
-        self.warm_up = warm_up  # refit after WARM_UP_REFITS steps too (off: the prior until refit_every)
+        # a plain first step, refits after WARM_UP_REFITS steps too (off: decisions on the prior until refit_every)
+        self.warm_up = warm_up
         self.probe_steps, self.probe_k, self.probe_new_requests = probe_steps, probe_k, probe_new_requests
+        self.probe_hope = probe_hope  # acceptance a probe hopes to find (_probes_pay)
         self._idle: dict[str, int] = {}  # request -> consecutive steps at K = 0
         self._interval: dict[str, int] = {}  # request -> current probe interval P, steps
         self._probe_left: dict[str, int] = {}  # request -> steps left in its probe phase
@@ -140,6 +150,7 @@ class MoeServePolicy:
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
+
         reqs = batch.requests
         if len(self.accept) > 2 * len(reqs) + 16:
             live = {r.request_id for r in reqs}
@@ -149,6 +160,10 @@ class MoeServePolicy:
             self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
             self._depth = {k: v for k, v in self._depth.items() if k in live}
             self._shadowed &= live
+        if self.warm_up and self._steps == 0:
+            # nothing measured yet: the prior is a GPU's (on the CPU engine it priced a first step of 8 requests at
+            # K = 2 at 31 ms; it took 325), so the first step is a plain one, which measures the machine
+            return plan(batch, [0] * len(reqs), self._budget())
         k_cap = min(self.k_max, batch.max_k)
         probs, caps = [], []
         for r in reqs:
@@ -162,6 +177,7 @@ class MoeServePolicy:
         chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
         ks = list(chosen)
         self._probing = set()
+        starting: list[int] = []  # requests whose probe phase is due to start this step (decided jointly below)
         for i, r in enumerate(reqs):
             rid = r.request_id
             new = rid not in self._interval
@@ -186,14 +202,20 @@ class MoeServePolicy:
                 self._idle[rid] = 0
                 self._interval[rid] = min(2 * interval, self.max_probe_every)
                 self._carried = max(self._carried, self._interval[rid])
-                if not self._probe_pays(i, ks, probs, batch):
-                    continue  # the probe costs more than what speculating could return: the back-off goes on
-                left = self.probe_steps
+                starting.append(i)
+                continue
             if caps[i] == 0:
                 continue  # nothing drafted to probe with this step: the phase waits for a draft
             ks[i] = min(self.probe_k, caps[i])
             self._probe_left[rid] = left - 1
             self._probing.add(rid)
+        # the probes due this step start together or not at all (the back-off goes on): drafting is batch-wide, so
+        # what one probe costs and what speculating could return depend on who else drafts
+        if starting and self._probes_pay(starting, ks, probs, caps, batch):
+            for i in starting:
+                ks[i] = min(self.probe_k, caps[i])
+                self._probe_left[reqs[i].request_id] = self.probe_steps - 1
+                self._probing.add(reqs[i].request_id)
         if self._probing and batch.verify_layout != "ragged":
             # a probe sets the verify width of the whole batch: drafts up to it cost the others no verify work
             ks = [max(ks)] * len(ks)
@@ -219,23 +241,45 @@ class MoeServePolicy:
         spread = sum(extra / max(r.tokens_so_far + r.tokens_left, 1) for r in batch.requests)
         return j + spread > cap * len(ks)
 
-    def _probe_pays(self, i: int, ks: list[int], probs: list[list[float]], batch: BatchView) -> bool:
-        """Whether request i's probe is worth its cost (module docstring, probing): what the probe step adds to the
-        batch's J (its verify, its drafts, the draft model's catch-up over the request's context) against what
-        speculating could save over the tokens it has left, J-units per step T·(1 - 1/e) for
-        tokens_left / e steps at the request's acceptance estimate (the prior, for a new request). Not weighted by
-        how often probes paid so far: that share mixes workloads, as the acceptance prior did (module docstring)."""
-        r = batch.requests[i]
-        if r.tokens_left is None:
+    def _probes_pay(
+        self, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
+    ) -> bool:
+        """Whether the probes of `group` (batch indices) are worth their cost (module docstring, probing): the
+        probe step's extra J (their verifies, the draft steps, the draft model's catch-up over their contexts, whole)
+        against what speculating would save over their remaining tokens were their drafts accepted at the hoped-for
+        rate (`probe_hope`): per step J(ks) - J(the group at the best depth d <= probe_k), priced by the cost model
+        (steps grow with d: at batch 1 a 4-token verify costs 1.5-2.5x a plain step on the CPU engine), for
+        tokens_left / e steps, catch-ups already paid. Not the request's own or the learnt mean acceptance: a stream
+        of arithmetic drives that toward 0 and a later prose request would never learn that its drafts pay (seen:
+        STANDALONE prose at batch 8 after code and math, p = 0.15 for every request, no probe, 1.00x of none where
+        static K = 3 read 0.58x). Not weighted by how often probes paid: that share mixes workloads too."""
+        reqs = batch.requests
+        if any(reqs[i].tokens_left is None for i in group):
             return True
         k = min(self.probe_k, batch.max_k)
         trial = list(ks)
-        trial[i] = max(trial[i], k)
-        cost = self._objective(trial, self._chains(probs, trial), float("inf"), True, batch, amortize=False)[1]
-        base = self._objective(ks, self._chains(probs, ks), float("inf"), True, batch, amortize=False)[1]
-        e = 1.0 + sum(chain(self.accept.get(r.request_id), k))
-        step_s = self._time(ks, True, batch, self._chains(probs, ks), False)
-        gain = (r.tokens_left / e) * step_s * (1.0 - 1.0 / e)
+        for i in group:
+            trial[i] = max(trial[i], min(k, caps[i]))
+        whole = float("inf")
+        cost = self._objective(trial, self._chains(probs, trial), whole, True, batch, amortize=False)[1]
+        base_chains = self._chains(probs, ks)
+        base = self._objective(ks, base_chains, whole, True, batch, amortize=False)[1]
+        members = set(group)
+        paid = replace(  # after the probe the draft model has caught up with the group
+            batch, requests=tuple(replace(r, draft_backlog=0) if i in members else r for i, r in enumerate(reqs))
+        )
+        now = self._objective(ks, base_chains, whole, True, paid)[1]
+        gain = 0.0
+        for depth in range(1, k + 1):
+            hoped = [list(p) for p in probs]
+            spec = list(ks)
+            for i in group:
+                spec[i] = max(spec[i], min(depth, caps[i]))
+                hoped[i] = [self.probe_hope] * spec[i]
+            after = self._objective(spec, self._chains(hoped, spec), whole, True, paid)[1]
+            e = 1.0 + sum(chain(hoped[group[0]], spec[group[0]]))
+            steps = sum(reqs[i].tokens_left for i in group) / len(group) / e
+            gain = max(gain, (now - after) * steps)
         return cost - base <= gain
 
     @staticmethod

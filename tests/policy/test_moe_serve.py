@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.policy.acceptance import expected_tokens
+from service.policy.acceptance import AcceptanceTracker, expected_tokens
 from service.policy.base import plan
 from service.policy.cost_model import SplitAffinity
 from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
@@ -16,6 +16,7 @@ def trained(n, p_accept, **kw):
     """A policy whose acceptance estimates for r0..r{n-1} are p_accept at every position (cost model = prior); new
     requests are not probed at once unless asked, so a first decision shows the allocation itself."""
     kw.setdefault("probe_new_requests", False)
+    kw.setdefault("warm_up", False)  # decisions on the prior from the first step
     policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=p_accept, **kw)
     for i in range(n):
         policy.accept.get(f"r{i}")
@@ -98,7 +99,9 @@ def test_probe_interval_doubles_while_probes_do_not_pay():
 
 
 def test_a_new_request_probes_at_once_for_a_phase():
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.0, probe_steps=4, probe_k=2)
+    policy = MoeServePolicy(
+        num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.0, probe_steps=4, probe_k=2, warm_up=False
+    )
     ks = []
     for _ in range(6):
         k = policy.decide(batch(1, max_k=7)).requests[0].k
@@ -253,7 +256,7 @@ def test_a_new_request_probes_only_where_the_catch_up_can_be_repaid(backlog, tok
     """The probe of a new request runs the draft model over its whole context first: with a long context and few
     tokens left to gain on, speculation could never repay it (cost model = the prior: a catch-up token costs what a
     draft token does, 5 000 of them ~20 plain steps)."""
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5)
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, warm_up=False)
     k = policy.decide(lagging(1, backlog, tokens_left)).requests[0].k
     assert (k == policy.probe_k) is probes
 
@@ -274,7 +277,7 @@ def test_no_more_drafts_than_tokens_left():
 def test_a_tpot_target_sees_the_catch_up_spread_over_the_request_not_in_one_step():
     """A TPOT target is a mean over a request's tokens: the one-time catch-up of a probe (whole, it would put this
     step's J over the target) must not veto the probe of a request with a long life ahead."""
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5)
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, warm_up=False)
     e = expected_tokens([0.5] * 3, 3)
     whole = policy.model.step_time(4, 1, 3, 3, backlog_tokens=400) / e  # the probe step's J, catch-up whole
     spread = policy.model.step_time(4, 1, 3, 3, backlog_tokens=400 * e / 200) / e  # its share over 200 tokens
@@ -302,7 +305,7 @@ def test_the_first_measured_steps_replace_the_priors_scale(warm_up):
 def test_a_probe_is_held_to_a_tpot_target_spread_over_the_requests_whole_life(tokens_so_far, probes):
     """A target 10 % above a plain step, which the probe step alone far exceeds: spread over a 410-token life the
     probe adds a few percent and runs; over a 10-token life it would break the target and does not."""
-    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5)
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, warm_up=False)
     plain = policy.model.step_time(1, 1, 0, 0)
     probe = policy.model.step_time(4, 1, 3, 3)
     assert probe / expected_tokens([0.5] * 3, 3) > 1.1 * plain  # the one-step test vetoes either probe
@@ -328,3 +331,73 @@ def test_a_request_likely_to_be_accepted_is_priced_by_what_accepted_drafts_cost(
     assert policy.allocate(probs, [3], float("inf"), drafting=True) != [0]
     policy.model.split = SplitAffinity()  # forget the split: the single affinity prices every draft alike
     assert policy.allocate(probs, [3], float("inf"), drafting=True) == [0]
+
+
+def cpu_like(acceptance_prior):
+    """A policy whose cost model was fitted on steps like the CPU engine's (moe-fine x48, STANDALONE, batch 1): a
+    plain step ~29 ms; K drafts cost 5.5 ms each to draft and ~3.6 ms each to verify when accepted (one token's
+    experts), ~15 ms each when rejected (fresh experts); acceptance: `acceptance_prior` for every request."""
+    policy = MoeServePolicy(
+        num_experts=32,
+        top_k=4,
+        num_layers=4,
+        acceptance_prior=acceptance_prior,
+        refit_every=10_000,
+        warm_up=False,
+    )
+    steps = [replace(stats([0], [0], 0.0294 / 0.9, unique=(4,) * 4), plain=True, draft_steps=0)] * 8
+    for k in (1, 2, 3):
+        good = replace(stats([k], [k], (0.0294 + 0.0036 * k) / 0.9, unique=(4,) * 4), draft_s=0.0055 * k)
+        bad = replace(stats([k], [0], (0.0294 + 0.0149 * k) / 0.9, unique=(4 + 2 * k,) * 4), draft_s=0.0055 * k)
+        steps += [good, bad] * 3
+    for step in steps:
+        policy.observe(step)
+    policy.model.refit()
+    policy.accept = AcceptanceTracker(policy.k_max, prior=acceptance_prior)  # the steps' outcomes were made up
+    return policy
+
+
+@pytest.mark.parametrize("acceptance_prior", [0.05, 0.3])
+@pytest.mark.parametrize(("hope", "probes"), [(0.05, False), (0.5, False), (0.8, True), (0.95, True)])
+def test_the_probe_gate_prices_the_hoped_for_acceptance_not_the_learnt_mean(acceptance_prior, hope, probes):
+    """Whether a probe can repay itself is judged at the acceptance it hopes to find, priced by the cost model (a
+    step grows with its drafts), however low the requests before drove the acceptance prior: gated on the learnt
+    mean, STANDALONE prose at batch 8 after code and math never probed (p = 0.15 for every request) and read 1.00x
+    of none's TPOT where static K = 3 read 0.58x."""
+    policy = cpu_like(acceptance_prior)
+    policy.probe_hope = hope
+    view = lagging(1, 100, 32)
+    assert policy._probes_pay([0], [0], [policy.accept.get("r0")], [3], view) is probes
+
+
+def test_probes_due_together_are_priced_together():
+    """Drafting is batch-wide: one request drafting alone makes its 7 neighbours wait for the draft steps, eight
+    drafting together share them. A wave of 8 new requests probes; one new request among 7 that do not speculate
+    does not."""
+    policy = cpu_like(0.15)
+    view = lagging(8, 100, 32)
+    probs = [policy.accept.get(f"r{i}") for i in range(8)]
+    assert policy._probes_pay(list(range(8)), [0] * 8, probs, [3] * 8, view)
+    assert not policy._probes_pay([0], [0] * 8, probs, [3] * 8, view)
+
+
+def test_a_wave_of_new_requests_probes_together():
+    policy = cpu_like(0.15)
+    d = policy.decide(lagging(8, 100, 32, prefix="n"))
+    assert policy._probing == {f"n{i}" for i in range(8)}
+    assert {r.k for r in d.requests} == {policy.probe_k}
+
+
+def test_probe_hope_is_checked():
+    with pytest.raises(ValueError, match="probe_hope"):
+        MoeServePolicy(probe_hope=0.0)
+
+
+def test_nothing_speculates_before_a_step_was_measured():
+    """The prior is a GPU's: on the CPU engine it priced a first step of 8 requests at K = 2 at 31 ms (it took
+    325 ms). With warm-up (the default) the first step is a plain one; the next decides on what it measured."""
+    policy = MoeServePolicy(num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.95)
+    assert {r.k for r in policy.decide(batch(8)).requests} == {0}
+    assert not policy._probing
+    policy.observe(replace(stats([0] * 8, [0] * 8, 0.15, unique=(30,) * 16), plain=True, draft_steps=0))
+    assert {r.k for r in policy.decide(batch(8)).requests} != {0}
