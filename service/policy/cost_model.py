@@ -20,6 +20,7 @@ so switching a whole batch from K = 0 to K = 1 costs what it costs.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -135,6 +136,17 @@ class StepTimeModel:
         if budget is not None:
             per_layer = min(per_layer, float(budget))
         return self.shape.num_layers * per_layer
+
+    def hoped(self) -> StepTimeModel:
+        """This model, except that until the split affinity is fitted an accepted draft is priced as the target's
+        own next token routing with its predecessor (no fresh experts): what a probe hopes for (moe_serve's probe
+        gate), optimistic so that speculation where drafts are accepted gets measured at all. For predictions only:
+        it shares this model's measured rows."""
+        if self.split.fresh_per_draft() is not None:
+            return self
+        out = copy.copy(self)
+        out.split = SplitAffinity.fixed(0.0, 1.0 - self.affinity)
+        return out
 
     def verify_time(
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
@@ -256,9 +268,17 @@ class SplitAffinity:
         self._min_steps = min_steps
         self._fit: tuple[float, float] | None = None
         self._stale = False
+        self._frozen = False  # a fixed split (`fixed`)
+
+    @classmethod
+    def fixed(cls, u_acc: float, u_rej: float) -> SplitAffinity:
+        """A split that answers (u_acc, u_rej) and learns nothing."""
+        out = cls()
+        out._fit, out._frozen = (u_acc, u_rej), True
+        return out
 
     def add(self, accepted: float, rejected: float, fresh_drafts: float) -> None:
-        if accepted < 0 or rejected < 0 or accepted + rejected <= 0:
+        if self._frozen or accepted < 0 or rejected < 0 or accepted + rejected <= 0:
             return
         self._rows.append((float(accepted), float(rejected), float(fresh_drafts)))
         self._stale = True

@@ -248,8 +248,10 @@ class MoeServePolicy:
         probe step's extra J (their verifies, the draft steps, the draft model's catch-up over their contexts, whole)
         against what speculating would save over their remaining tokens were their drafts accepted at the hoped-for
         rate (`probe_hope`): per step J(ks) - J(the group at the best depth d <= probe_k), priced by the cost model
-        (steps grow with d: at batch 1 a 4-token verify costs 1.5-2.5x a plain step on the CPU engine), for
-        tokens_left / e steps, catch-ups already paid. Not the request's own or the learnt mean acceptance: a stream
+        (steps grow with d: at batch 1 a 4-token verify costs 1.5-2.5x a plain step on the CPU engine; accepted
+        drafts at the target's own routing until that is measured, StepTimeModel.hoped: priced at the single
+        affinity no probe at batch 1 ever passed, so nothing measured it), for tokens_left / e steps, catch-ups
+        already paid. Not the request's own or the learnt mean acceptance: a stream
         of arithmetic drives that toward 0 and a later prose request would never learn that its drafts pay (seen:
         STANDALONE prose at batch 8 after code and math, p = 0.15 for every request, no probe, 1.00x of none where
         static K = 3 read 0.58x). Not weighted by how often probes paid: that share mixes workloads too."""
@@ -269,6 +271,7 @@ class MoeServePolicy:
             batch, requests=tuple(replace(r, draft_backlog=0) if i in members else r for i, r in enumerate(reqs))
         )
         now = self._objective(ks, base_chains, whole, True, paid)[1]
+        hoped_model = self.model.hoped()  # accepted drafts at the target's own routing until measured
         gain = 0.0
         for depth in range(1, k + 1):
             hoped = [list(p) for p in probs]
@@ -276,7 +279,7 @@ class MoeServePolicy:
             for i in group:
                 spec[i] = max(spec[i], min(depth, caps[i]))
                 hoped[i] = [self.probe_hope] * spec[i]
-            after = self._objective(spec, self._chains(hoped, spec), whole, True, paid)[1]
+            after = self._objective(spec, self._chains(hoped, spec), whole, True, paid, model=hoped_model)[1]
             e = 1.0 + sum(chain(hoped[group[0]], spec[group[0]]))
             steps = sum(reqs[i].tokens_left for i in group) / len(group) / e
             gain = max(gain, (now - after) * steps)
@@ -366,11 +369,12 @@ class MoeServePolicy:
         drafting: bool,
         layout: BatchView | None = None,
         amortize: bool = True,
+        model: StepTimeModel | None = None,
     ) -> tuple[int, float]:
         """Sort key of a configuration: within the SLO, by J = T · Σ 1/e_r; over it, after all, by T / min_r e_r.
         `amortize`: draft backlogs as their share of one step (what the SLO, a mean over a request's tokens, sees),
         else whole (what this one step costs)."""
-        t = self._time(ks, drafting, layout, chains, amortize)
+        t = self._time(ks, drafting, layout, chains, amortize, model)
         e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]
         return sort_key(t, sum(1.0 / x for x in e), len(e), cap_s)
 
@@ -381,20 +385,23 @@ class MoeServePolicy:
         layout: BatchView | None = None,
         chains: list[list[float]] | None = None,
         amortize: bool = True,
+        model: StepTimeModel | None = None,
     ) -> float:
         """Predicted step time. `chains`: the requests' acceptance chains, which give the drafts expected accepted
         (verify cost depends on them, cost_model.SplitAffinity) and, with `amortize`, each drafting request's
-        backlog as its share of one step (`amortized`); without them the backlogs count whole."""
+        backlog as its share of one step (`amortized`); without them the backlogs count whole. `model`: the cost
+        model to price with (default: the fitted one)."""
+        model = model or self.model
         tokens = sum(ks) + len(ks) if layout is None else layout.verify_tokens(ks)
         accepted = None if chains is None else sum(sum(c[:k]) for c, k in zip(chains, ks, strict=True))
         if not drafting:
-            return self.model.verify_time(tokens, len(ks), self.expert_budget, accepted)
+            return model.verify_time(tokens, len(ks), self.expert_budget, accepted)
         backlog = 0.0
         if layout is not None:
             whole = [float(r.draft_backlog) for r in layout.requests]
             shares = amortized(layout.requests, chains) if amortize and chains is not None else whole
             backlog = sum(b for b, k in zip(shares, ks, strict=True) if k > 0)
-        return self.model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget, backlog, accepted)
+        return model.step_time(tokens, len(ks), max(ks, default=0), sum(ks), self.expert_budget, backlog, accepted)
 
     def _budget(self) -> tuple[int, ...] | None:
         return None if self.expert_budget is None else (self.expert_budget,) * self.shape.num_layers

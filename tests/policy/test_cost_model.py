@@ -229,3 +229,18 @@ def test_accepted_drafts_are_priced_by_their_own_routing():
     assert likely < 4 * 5.5 < 4 * 9 < unlikely
     assert likely < model.experts(4, 1) < unlikely
     assert model.verify_time(4, 1, accepted=2.7) < model.verify_time(4, 1) < model.verify_time(4, 1, accepted=0.3)
+
+
+def test_the_hoped_for_model_prices_accepted_drafts_at_the_targets_routing_until_measured():
+    model = StepTimeModel(MoeShape(32, 4, 4), TRUTH)
+    for _ in range(3):
+        model.add(4, 1, [10] * 4, 3, 3, 0.05, 0.01, 0.001, accepted=0)  # rejected drafts only: no split yet
+    assert model.split.fresh_per_draft() is None
+    hoped = model.hoped()
+    assert hoped.experts(4, 1, accepted=3) == pytest.approx(4 * 4)  # one token's experts per layer
+    assert hoped.experts(4, 1, accepted=0) == pytest.approx(model.experts(4, 1, accepted=0))
+    assert model.experts(4, 1, accepted=3) > 4 * 8  # the fitted model itself is not optimistic
+    for _ in range(3):
+        model.add(4, 1, [6] * 4, 3, 3, 0.05, 0.01, 0.001, accepted=3)
+    assert model.split.fresh_per_draft() is not None
+    assert model.hoped() is model  # measured: nothing left to hope
