@@ -184,10 +184,10 @@ def estimate_seconds(
     return drafters * (tasks * repeats * per_round + start_s) + start_s
 
 
-# Seconds per engine step (prefill included), fitted to a full default run on moe-tiny x8 (1 engine thread, 2-core
-# Xeon, load average ~7 from other jobs: 1359 s measured, NGRAM cells 44-82 s, STANDALONE cells 67-121 s); the dry
-# estimate uses them before anything runs, the JSON gives the measured seconds per cell.
-STEP_S = {1: 0.03, MODERATE_BATCH: 0.1}
+# Seconds per engine step (prefill, flushes and the client included), fitted to the default run of 2026-11-24 on
+# moe-fine x48 (1 engine thread, 2-core AMD EPYC: 2298 s measured, batch-1 cells 119-172 s, batch-8 cells
+# 136-212 s); the dry estimate uses them before anything runs, the JSON gives the measured seconds per cell.
+STEP_S = {1: 0.05, MODERATE_BATCH: 0.17}
 ENGINE_START_S = 80.0
 
 
