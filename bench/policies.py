@@ -9,8 +9,9 @@ Engines: the plain engine (no drafter: the true "none") stays up the whole run; 
 naming its policy in the per-request hints (`custom_params.moe_serve`, moe_sglang/hints.py; `static` with `max_k`
 gives the static K rows). Never more than two engines at once. Round r of a cell runs every policy once, "none"
 included, interleaved wave by wave (batch 1: request by request) in an order rotated by round and wave, so load
-from other jobs falls on all of them alike (`measure_cell`); each cell keeps the median and min-max over its rounds. A difference between two policies counts only where their min-max ranges do not
-overlap. The NGRAM corpus and the prefix cache are flushed before each measurement (`/flush_cache`).
+from other jobs falls on all of them alike (`measure_cell`); each cell keeps the median and min-max over its
+rounds. A difference between two policies counts only where their min-max ranges do not overlap. The NGRAM corpus
+and the prefix cache are flushed before each wave (`/flush_cache`).
 SLO-aware policies get `tpot_ms` = P90 TPOT of no speculation at that batch size, measured first on mixed prompts.
 SGLang 0.5.23's own `--speculative-adaptive` is passed to the drafter engines and its log checked: it supports only
 EAGLE/EAGLE3 and disables itself otherwise, so the `sglang-adaptive` row is moe-serve's port of SGLang's tiers

@@ -150,7 +150,6 @@ class MoeServePolicy:
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
-
         reqs = batch.requests
         if len(self.accept) > 2 * len(reqs) + 16:
             live = {r.request_id for r in reqs}
@@ -251,10 +250,10 @@ class MoeServePolicy:
         (steps grow with d: at batch 1 a 4-token verify costs 1.5-2.5x a plain step on the CPU engine; accepted
         drafts at the target's own routing until that is measured, StepTimeModel.hoped: priced at the single
         affinity no probe at batch 1 ever passed, so nothing measured it), for tokens_left / e steps, catch-ups
-        already paid. Not the request's own or the learnt mean acceptance: a stream
-        of arithmetic drives that toward 0 and a later prose request would never learn that its drafts pay (seen:
-        STANDALONE prose at batch 8 after code and math, p = 0.15 for every request, no probe, 1.00x of none where
-        static K = 3 read 0.58x). Not weighted by how often probes paid: that share mixes workloads too."""
+        already paid. Not the request's own or the learnt mean acceptance: a stream of arithmetic drives that toward
+        0 and a later prose request would never learn that its drafts pay (seen: STANDALONE prose at batch 8 after
+        code and math, p = 0.15 for every request, no probe, 1.00x of none where static K = 3 read 0.58x). Not
+        weighted by how often probes paid: that share mixes workloads too."""
         reqs = batch.requests
         if any(reqs[i].tokens_left is None for i in group):
             return True
