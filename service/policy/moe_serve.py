@@ -67,12 +67,11 @@ experts are already loaded (N(n) saturates), so the marginal cost is small and K
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
+from service.policy.moe_serve_probe import probe_breaks_slo, probes_pay
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.slo import step_time_cap
 from service.policy.types import BatchView, Decision, RequestDecision, StepStats
@@ -222,67 +221,8 @@ class MoeServePolicy:
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         return plan(batch, ks, self._budget())
 
-    def _probe_breaks_slo(self, ks: list[int], chosen: list[int], probs: list[list[float]], batch: BatchView) -> bool:
-        """Whether this step's probes push the batch over its TPOT target where the allocation alone does not. A
-        probe is one step: its extra time counts spread over each request's whole life (tokens so far + left), as
-        the SLO is a mean over a request's tokens; counted in the one step (as if every token cost what it does), a
-        probe at a target near plain decoding's TPOT never passed, and prose at batch 1 never learnt that its drafts
-        pay. Where a request's length is unknown, the probe step itself must stay within the target."""
-        cap = step_time_cap(batch)
-        over, j = self._objective(chosen, self._chains(probs, chosen), cap, True, batch)
-        if over:
-            return False  # over anyway: the probe does not decide it
-        if any(r.tokens_left is None for r in batch.requests):
-            return self._over_slo(ks, probs, batch)
-        extra = self._time(ks, True, batch, self._chains(probs, ks), False) - self._time(
-            chosen, True, batch, self._chains(probs, chosen), False
-        )
-        spread = sum(extra / max(r.tokens_so_far + r.tokens_left, 1) for r in batch.requests)
-        return j + spread > cap * len(ks)
-
-    def _probes_pay(
-        self, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
-    ) -> bool:
-        """Whether the probes of `group` (batch indices) are worth their cost (module docstring, probing): the
-        probe step's extra J (their verifies, the draft steps, the draft model's catch-up over their contexts, whole)
-        against what speculating would save over their remaining tokens were their drafts accepted at the hoped-for
-        rate (`probe_hope`): per step J(ks) - J(the group at the best depth d <= probe_k), priced by the cost model
-        (steps grow with d: at batch 1 a 4-token verify costs 1.5-2.5x a plain step on the CPU engine; accepted
-        drafts at the target's own routing until that is measured, StepTimeModel.hoped: priced at the single
-        affinity no probe at batch 1 ever passed, so nothing measured it), for tokens_left / e steps, catch-ups
-        already paid. Not the request's own or the learnt mean acceptance: a stream of arithmetic drives that toward
-        0 and a later prose request would never learn that its drafts pay (seen: STANDALONE prose at batch 8 after
-        code and math, p = 0.15 for every request, no probe, 1.00x of none where static K = 3 read 0.58x). Not
-        weighted by how often probes paid: that share mixes workloads too."""
-        reqs = batch.requests
-        if any(reqs[i].tokens_left is None for i in group):
-            return True
-        k = min(self.probe_k, batch.max_k)
-        trial = list(ks)
-        for i in group:
-            trial[i] = max(trial[i], min(k, caps[i]))
-        whole = float("inf")
-        cost = self._objective(trial, self._chains(probs, trial), whole, True, batch, amortize=False)[1]
-        base_chains = self._chains(probs, ks)
-        base = self._objective(ks, base_chains, whole, True, batch, amortize=False)[1]
-        members = set(group)
-        paid = replace(  # after the probe the draft model has caught up with the group
-            batch, requests=tuple(replace(r, draft_backlog=0) if i in members else r for i, r in enumerate(reqs))
-        )
-        now = self._objective(ks, base_chains, whole, True, paid)[1]
-        hoped_model = self.model.hoped()  # accepted drafts at the target's own routing until measured
-        gain = 0.0
-        for depth in range(1, k + 1):
-            hoped = [list(p) for p in probs]
-            spec = list(ks)
-            for i in group:
-                spec[i] = max(spec[i], min(depth, caps[i]))
-                hoped[i] = [self.probe_hope] * spec[i]
-            after = self._objective(spec, self._chains(hoped, spec), whole, True, paid, model=hoped_model)[1]
-            e = 1.0 + sum(chain(hoped[group[0]], spec[group[0]]))
-            steps = sum(reqs[i].tokens_left for i in group) / len(group) / e
-            gain = max(gain, (now - after) * steps)
-        return cost - base <= gain
+    _probe_breaks_slo = probe_breaks_slo
+    _probes_pay = probes_pay
 
     @staticmethod
     def _chains(probs: list[list[float]], ks: list[int]) -> list[list[float]]:
