@@ -13,6 +13,12 @@ route differently: on the CPU engine's moe-fine x48 a 4-token STANDALONE verify 
 16-21 experts over its 4 layers (about one token's), one whose drafts were rejected 29-48, and took 46-60 ms
 against 82-97. F = B + A·(1 - a_acc) + (n - B - A)·(1 - a_rej) for A expected accepted drafts, a_acc and a_rej
 fitted by least squares on measured steps (`SplitAffinity`); with no fit yet, or no expectation given, the single a.
+Both are learnt per batch-size bucket (1, 2-3, 4-7, 8-15, ...: `Routing`): inverting N is ill-posed once a batch
+covers most experts, where uniform routing over-predicts what one more token adds. Learnt at batch 8 on the CPU
+engine (moe-fine x48, NGRAM: 21 of 32 experts per layer at K = 0) the split priced a rejected draft at 0.1-0.2
+fresh routings, so a batch-1 request that followed (math, p ~ 0.3) kept verifying one draft, predicted +20 % step
+time, measured ~+80 % (1.04-1.18x of no speculation; 1.29x in the deciding bench). A bucket not measured yet
+borrows from the nearest smaller one measured (less saturated), else starts from the prior affinity.
 An engine that runs a plain decode when nobody verifies a draft (moe-serve's) skips the verify path's fixed work
 (tree bookkeeping, acceptance, the KV move): `verify_extra` and a separate per-step overhead price that difference,
 so switching a whole batch from K = 0 to K = 1 costs what it costs.
@@ -23,7 +29,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from service.policy.least_squares import fit_nonnegative
 
@@ -115,9 +121,9 @@ class StepTimeModel:
         self._verify_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._other: dict[bool, float] = {}  # plain step or not -> EMA of seconds outside draft and target forward
-        self.affinity = affinity  # P(a request's next verify token reuses its previous token's experts)
-        self._affinity_steps = 0  # measured steps with drafts the affinity has learnt from
-        self.split = SplitAffinity()  # the affinity of accepted and of rejected drafts (module docstring)
+        self._prior_affinity = affinity  # a bucket's affinity before it (or a smaller one) is measured
+        self._routing: dict[int, Routing] = {}  # batch_bucket -> what its verifies measured
+        self._hope = False  # `hoped`: accepted drafts at the target's own routing where no split is measured
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
@@ -127,8 +133,11 @@ class StepTimeModel:
         """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all;
         `accepted`: how many of the drafts are expected accepted (None: not known, the single affinity)."""
         drafts = max(tokens - requests, 0)
-        fresh = requests + drafts * (1.0 - self.affinity)
-        split = self.split.fresh_per_draft()
+        routing = self.routing(requests)
+        fresh = requests + drafts * (1.0 - routing.affinity)
+        split = routing.split.fresh_per_draft()
+        if split is None and self._hope:
+            split = (0.0, 1.0 - routing.affinity)
         if accepted is not None and split is not None:
             good = min(max(accepted, 0.0), drafts)
             fresh = requests + good * split[0] + (drafts - good) * split[1]
@@ -137,15 +146,22 @@ class StepTimeModel:
             per_layer = min(per_layer, float(budget))
         return self.shape.num_layers * per_layer
 
+    def routing(self, requests: int) -> Routing:
+        """Expert reuse for a batch of `requests`: its bucket's, else the nearest smaller bucket's that was
+        measured, else the prior's (module docstring)."""
+        bucket = batch_bucket(requests)
+        measured = [b for b, r in self._routing.items() if b <= bucket and r.steps > 0]
+        if measured:
+            return self._routing[max(measured)]
+        return Routing(self._prior_affinity)
+
     def hoped(self) -> StepTimeModel:
-        """This model, except that until the split affinity is fitted an accepted draft is priced as the target's
-        own next token routing with its predecessor (no fresh experts): what a probe hopes for (moe_serve's probe
-        gate), optimistic so that speculation where drafts are accepted gets measured at all. For predictions only:
-        it shares this model's measured rows."""
-        if self.split.fresh_per_draft() is not None:
-            return self
+        """This model, except that where the split affinity is not fitted an accepted draft is priced as the
+        target's own next token routing with its predecessor (no fresh experts): what a probe hopes for (moe_serve's
+        probe gate), optimistic so that speculation where drafts are accepted gets measured at all. For predictions
+        only: it shares this model's measured rows."""
         out = copy.copy(self)
-        out.split = SplitAffinity.fixed(0.0, 1.0 - self.affinity)
+        out._hope = True
         return out
 
     def verify_time(
@@ -206,10 +222,11 @@ class StepTimeModel:
                 a_now = min(max(1.0 - (fresh - requests) / (tokens - requests), 0.0), 1.0)
                 # a running mean at first (a prior of 0 would hold the expert count near uniform routing's, far
                 # above what one request's consecutive tokens hit), then an EMA over about ten steps
-                self._affinity_steps += 1
-                self.affinity += max(1.0 / self._affinity_steps, 0.1) * (a_now - self.affinity)
+                routing = self._routing.setdefault(batch_bucket(requests), Routing(self._prior_affinity))
+                routing.steps += 1
+                routing.affinity += max(1.0 / routing.steps, 0.1) * (a_now - routing.affinity)
                 if accepted is not None:
-                    self.split.add(accepted, tokens - requests - accepted, fresh - requests)
+                    routing.split.add(accepted, tokens - requests - accepted, fresh - requests)
             total = float(sum(unique_experts)) * self.shape.num_layers / len(unique_experts)
         else:
             total = self.experts(tokens, requests)
@@ -305,3 +322,17 @@ class SplitAffinity:
         if u_acc < 0 or u_rej < 0:  # the constrained optimum lies on an edge: one u at 0, the other refitted alone
             u_acc, u_rej = (0.0, ry / rr) if u_acc < 0 else (ay / aa, 0.0)
         return min(max(u_acc, 0.0), 1.0), min(max(u_rej, 0.0), 1.0)
+
+
+def batch_bucket(requests: int) -> int:
+    """The batch-size bucket routing is learnt in: 1 for one request, 2 for 2-3, 3 for 4-7, 4 for 8-15, ..."""
+    return max(int(requests), 1).bit_length()
+
+
+@dataclass
+class Routing:
+    """Expert reuse measured in the verifies of one batch-size bucket (module docstring)."""
+
+    affinity: float = 0.0  # P(a request's next verify token reuses its previous token's experts)
+    steps: int = 0  # measured steps with drafts the affinity has learnt from
+    split: SplitAffinity = field(default_factory=SplitAffinity)  # by outcome: accepted, rejected

@@ -329,7 +329,7 @@ def test_a_request_likely_to_be_accepted_is_priced_by_what_accepted_drafts_cost(
     policy.model.refit()
     probs = [[0.6] * 3]
     assert policy.allocate(probs, [3], float("inf"), drafting=True) != [0]
-    policy.model.split = SplitAffinity()  # forget the split: the single affinity prices every draft alike
+    policy.model.routing(1).split = SplitAffinity()  # forget the split: the single affinity prices every draft alike
     assert policy.allocate(probs, [3], float("inf"), drafting=True) == [0]
 
 
