@@ -189,7 +189,7 @@ def test_a_plain_step_is_priced_without_the_verify_path():
 
 
 def test_split_affinity_recovers_what_accepted_and_rejected_drafts_route_to():
-    split = SplitAffinity()
+    split = SplitAffinity(accepted_prior=0.0)
     assert split.fresh_per_draft() is None  # nothing seen
     rng = random.Random(5)
     for _ in range(40):
@@ -200,12 +200,32 @@ def test_split_affinity_recovers_what_accepted_and_rejected_drafts_route_to():
 
 
 def test_split_affinity_needs_steps_that_tell_the_two_apart():
-    split = SplitAffinity()
+    split = SplitAffinity(accepted_prior=0.0)
     for _ in range(10):
         split.add(2, 2, 1.0)  # always half accepted: any u_acc + u_rej = 0.5 fits
     assert split.fresh_per_draft() is None
     split.add(0, 3, 3.0)
     assert split.fresh_per_draft() is not None
+
+
+def test_few_accepted_drafts_do_not_price_accepted_drafts_as_fresh_experts():
+    """Batch 1 after code and arithmetic on the CPU engine (STANDALONE): probes' drafts mostly rejected, a few
+    accepted in steps that also rejected, noisy. Unpinned, u_acc came out at 1.0; the prior that an accepted draft
+    is the target's own token holds it near 0 until enough accepted drafts say otherwise."""
+    rows = [(0, 3, 2.9), (0, 3, 2.6), (1, 2, 2.9), (0, 3, 2.8), (1, 2, 2.8), (0, 3, 2.7)]
+    unpinned, pinned = SplitAffinity(accepted_prior=0.0), SplitAffinity()
+    for row in rows:
+        unpinned.add(*row)
+        pinned.add(*row)
+    assert unpinned.fresh_per_draft()[0] > 0.8
+    u_acc, u_rej = pinned.fresh_per_draft()
+    assert u_acc < 0.2 and u_rej > 0.9
+    for _ in range(40):  # many steps whose accepted drafts did hit fresh experts: the data wins
+        pinned.add(3, 0, 2.4)
+        pinned.add(0, 3, 2.7)
+    assert pinned.fresh_per_draft()[0] == pytest.approx(0.8, abs=0.05)
+    with pytest.raises(ValueError):
+        SplitAffinity(accepted_prior=-1.0)
 
 
 def test_split_affinity_stays_in_range():
