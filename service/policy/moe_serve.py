@@ -4,8 +4,9 @@
                                                   or the drafter's confidences once known, in `trim`)
   T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
              over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts per
-             batch-size bucket and split by outcome (an accepted draft routes like the target's own next token, a
-             rejected one does not: cost_model.SplitAffinity, cost_model.Routing), the drafts expected accepted Σ_r (e_r - 1) taken from the same p,
+             batch-size bucket (cost_model.Routing) and split by outcome (an accepted draft routes like the target's
+             own next token, a rejected one does not: cost_model.SplitAffinity), the drafts expected accepted
+             Σ_r (e_r - 1) taken from the same p,
              coefficients by non-negative least squares from measured steps; draft includes the draft model's
              catch-up over the context of a request that starts drafting (RequestView.draft_backlog), counted in
              each step as its share over the request's remaining life (tokens_left / e_r steps: it is paid once),
