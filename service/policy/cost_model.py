@@ -122,6 +122,7 @@ class StepTimeModel:
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._other: dict[bool, float] = {}  # plain step or not -> EMA of seconds outside draft and target forward
         self._prior_affinity = affinity  # a bucket's affinity before it (or a smaller one) is measured
+        self._unmeasured = Routing(affinity)  # what `routing` answers before any bucket at or below is measured
         self._routing: dict[int, Routing] = {}  # batch_bucket -> what its verifies measured
         self._hope = False  # `hoped`: accepted drafts at the target's own routing where no split is measured
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
@@ -150,10 +151,11 @@ class StepTimeModel:
         """Expert reuse for a batch of `requests`: its bucket's, else the nearest smaller bucket's that was
         measured, else the prior's (module docstring)."""
         bucket = batch_bucket(requests)
-        measured = [b for b, r in self._routing.items() if b <= bucket and r.steps > 0]
-        if measured:
-            return self._routing[max(measured)]
-        return Routing(self._prior_affinity)
+        best, found = 0, self._unmeasured  # called for every priced configuration: no allocation here
+        for b, r in self._routing.items():
+            if best < b <= bucket and r.steps > 0:
+                best, found = b, r
+        return found
 
     def hoped(self) -> StepTimeModel:
         """This model, except that where the split affinity is not fitted an accepted draft is priced as the
