@@ -17,7 +17,8 @@ Both are learnt per batch-size bucket (1, 2-3, 4-7, 8-15, ...: `Routing`): inver
 covers most experts, where uniform routing over-predicts what one more token adds. Learnt at batch 8 on the CPU
 engine (moe-fine x48, NGRAM: 21 of 32 experts per layer at K = 0) the split priced a rejected draft at 0.1-0.2
 fresh routings, so a batch-1 request that followed (math, p ~ 0.3) kept verifying one draft, predicted +20 % step
-time, measured ~+80 % (1.04-1.18x of no speculation; 1.29x in the deciding bench). A bucket not measured yet
+time, at least +58 % measured (static-1 on that cell: 1.58x of no speculation's TPOT; moe-serve 1.29x in the
+deciding bench). A bucket not measured yet
 borrows from the nearest smaller one measured (less saturated), else starts from the prior affinity.
 An engine that runs a plain decode when nobody verifies a draft (moe-serve's) skips the verify path's fixed work
 (tree bookkeeping, acceptance, the KV move): `verify_extra` and a separate per-step overhead price that difference,
