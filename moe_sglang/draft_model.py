@@ -14,6 +14,14 @@ RaggedVerifyLayout read by the ragged-aware attention backend, cpu_attention.py)
     depth 1    tokens [seen, seq_len] of each drafting request, causal, after prefix [0, seen)
     depth d    the frontier's paths (root excluded) with their tree mask, after prefix [0, seq_len] (root included)
 Chain nodes are written at their own positions' slots, so when drafts are accepted their draft KV stays valid.
+
+Judging (`judge`, asked by a policy through Decision.judge for a request at K = 0): the depth-1 forward alone, over
+the tokens the draft cache lacks, root included, with no draft built. Its prediction at position s is the draft
+token a chain rooted at s would have started with; where it equals the token the target emitted at s + 1, the
+next prediction was made from the same context a draft chain would have had, so the run of matches from s is
+exactly what a greedy verify of a chain drafted at s would have accepted. Each output position s since the last
+judgement becomes one ShadowOutcome (the policy's acceptance without a verify, at the cost of one draft forward
+and no verify), and the draft cache is in step afterwards, so a request that then speculates has no catch-up.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import torch
 from moe_sglang.draft_tree import DraftTree
 from moe_sglang.ragged import verify_layout
 from moe_sglang.verify import DraftTrees
+from service.policy import ShadowOutcome
 
 
 @dataclass
@@ -46,6 +55,7 @@ class DraftModelDrafter:
     max_depth: int  # speculative_num_steps
     stride: int  # n: nodes per request in the dense layout
     seen: dict[str, int] = field(default_factory=dict)  # rid -> [0, seen) of its positions are in the draft cache
+    rows_selected: bool = False  # its logits processor computes only the rows a forward asks for (SelectedLogits)
 
     def reset(self, rids: list[str]) -> None:
         """Prefill (or re-prefill after a retraction): nothing of these requests is in the draft cache yet."""
@@ -93,6 +103,38 @@ class DraftModelDrafter:
             live = {req.rid for req in batch.reqs}
             self.seen = {rid: s for rid, s in self.seen.items() if rid in live}
 
+    def judge(self, batch, rows: list[int]) -> tuple[tuple[ShadowOutcome, ...], int]:
+        """Judge the draft model of requests `rows` (at K = 0 this step) against their emitted tokens (module
+        docstring, judging); returns the outcomes and the tokens the draft model ran besides the roots (its catch-up,
+        counted as `backlogs` counts it)."""
+        seq = _seq_lens(batch)
+        judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
+        parts, roots, logit_rows = [], [], []
+        for r in judged:
+            req = batch.reqs[r.row]
+            start = min(self.seen.get(req.rid, 0), r.seq_len)
+            tokens = _tokens(req)[: r.seq_len + 1]
+            positions = list(range(start, r.seq_len + 1))
+            mask = np.tril(np.ones((len(positions),) * 2, dtype=bool))
+            offset = sum(len(p.tokens) for p in parts)
+            parts.append(_Part(start, tokens[start:], positions, positions, mask))
+            # roots whose next token the target emitted: the prompt's last token and the outputs before the root
+            judged_roots = range(max(start, len(req.origin_input_ids) - 1), r.seq_len)
+            roots.append((req.rid, [tokens[s + 1] for s in judged_roots]))
+            logit_rows += [offset + s - start for s in judged_roots]
+        if not logit_rows:
+            return (), 0  # nothing emitted since the last judgement: no forward, the draft cache stays as it was
+        predicted = self._forward(batch, judged, parts, logit_rows).argmax(dim=-1).tolist()
+        outcomes, at = [], 0
+        for (rid, emitted), r in zip(roots, judged, strict=True):
+            hits = [p == t for p, t in zip(predicted[at : at + len(emitted)], emitted, strict=True)]
+            at += len(emitted)
+            outcomes += [
+                ShadowOutcome(rid, self.max_depth, *_chain_outcome(hits[j:], self.max_depth)) for j in range(len(hits))
+            ]
+            self.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
+        return tuple(outcomes), sum(len(p.tokens) for p in parts) - len(judged)
+
     def _catch_up(self, batch, drafting: list[DraftRequest]) -> None:
         """Depth 1: the tokens the draft cache lacks, the root last; its logits give the first draft level."""
         parts = []
@@ -102,9 +144,8 @@ class DraftModelDrafter:
             tokens = _tokens(req)[start : r.seq_len + 1]
             positions = list(range(start, r.seq_len + 1))
             parts.append(_Part(start, tokens, positions, positions, np.tril(np.ones((len(tokens),) * 2, dtype=bool))))
-        logits = self._forward(batch, drafting, parts)
-        ends = np.cumsum([len(p.tokens) for p in parts]) - 1
-        logprobs = torch.log_softmax(logits[torch.as_tensor(ends)].float(), dim=-1)
+        ends = (np.cumsum([len(p.tokens) for p in parts]) - 1).tolist()
+        logprobs = torch.log_softmax(self._forward(batch, drafting, parts, ends).float(), dim=-1)
         for r, row in zip(drafting, logprobs, strict=True):
             r.tree.expand(row[None])
 
@@ -125,12 +166,15 @@ class DraftModelDrafter:
             parts.append(_Part(r.seq_len + 1, tokens, positions, slots, mask))
             frontier_rows.append([offset + index[f] for f in r.tree.frontier])
             offset += len(nodes)
-        logits = self._forward(batch, drafting, parts)
+        logits = self._forward(batch, drafting, parts, [row for rows in frontier_rows for row in rows])
+        at = 0
         for r, rows in zip(drafting, frontier_rows, strict=True):
-            r.tree.expand(torch.log_softmax(logits[torch.as_tensor(rows)].float(), dim=-1))
+            r.tree.expand(torch.log_softmax(logits[at : at + len(rows)].float(), dim=-1))
+            at += len(rows)
 
-    def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part]) -> torch.Tensor:
-        """One TARGET_VERIFY forward of the draft model over the drafting requests' parts; logits [T, V]."""
+    def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> torch.Tensor:
+        """One TARGET_VERIFY forward of the draft model over the drafting requests' parts; the logits of `logit_rows`
+        (indices into the parts' tokens laid end to end), [len(rows), V] (`SelectedLogits`)."""
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
         from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
@@ -147,12 +191,15 @@ class DraftModelDrafter:
             draft_token_num=max(lens),
         )
         spec.ragged_verify_layout = verify_layout(lens, device)
+        spec.logit_rows = torch.as_tensor(logit_rows, dtype=torch.int64, device=device)
         view = _rows_view(batch, drafting, [p.prefix for p in parts])
         view.forward_mode = ForwardMode.TARGET_VERIFY
         view.input_ids, view.spec_info = tokens, spec
         view.out_cache_loc = batch.req_to_token_pool.req_to_token[pools, slot_positions].to(torch.int64)
-        result = self.worker.forward_batch_generation(view, is_verify=True)
-        return result.logits_output.next_token_logits
+        logits = self.worker.forward_batch_generation(view, is_verify=True).logits_output.next_token_logits
+        if not self.rows_selected:  # a draft model without SGLang's LogitsProcessor: every row came back
+            logits = logits[spec.logit_rows]
+        return logits
 
 
 @dataclass(frozen=True)
@@ -164,6 +211,53 @@ class _Part:
     positions: list[int]  # position of each token
     slot_positions: list[int]  # req_to_token column whose KV slot each token's draft KV is written to
     mask: np.ndarray  # [len, len] bool: token j sees token k (ancestors and itself)
+
+
+class SelectedLogits(torch.nn.Module):
+    """The draft model's LogitsProcessor, computing the lm_head only over the rows a draft forward asks for
+    (`logit_rows` on its spec_info). SGLang selects rows that way only in DRAFT_EXTEND_V2 mode
+    (LogitsMetadata.draft_extend_select_index); our draft forwards are TARGET_VERIFY (ragged, tree masks) and
+    need few of their rows: a first draft over a 131-token context used 1 row of the 131 it computed, and a
+    judgement of 8 such contexts spent most of its ~125 ms in a [1048, vocab] lm_head it used 32 rows of."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    @classmethod
+    def install(cls, model) -> bool:
+        """Wrap `model.logits_processor` (once); False where the model has none of SGLang's."""
+        from sglang.srt.layers.logits_processor import LogitsProcessor
+
+        inner = getattr(model, "logits_processor", None)
+        if isinstance(inner, cls):
+            return True
+        if not isinstance(inner, LogitsProcessor):
+            return False
+        model.logits_processor = cls(inner)
+        return True
+
+    def forward(self, input_ids, hidden_states, lm_head, logits_metadata, *args, **kwargs):
+        from sglang.srt.layers.logits_processor import LogitsMetadata
+        from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+
+        rows = getattr(getattr(logits_metadata, "spec_info", None), "logit_rows", None)
+        if rows is not None and isinstance(logits_metadata, ForwardBatch):
+            metadata = LogitsMetadata.from_forward_batch(logits_metadata)
+            metadata.draft_extend_select_index = rows
+            logits_metadata = metadata
+        return self.inner(input_ids, hidden_states, lm_head, logits_metadata, *args, **kwargs)
+
+
+def _chain_outcome(hits: list[bool], depth: int) -> tuple[int, int]:
+    """(positions judged, positions accepted) of a chain of `depth` drafts whose i-th draft matches iff hits[i];
+    `hits` may end before `depth` (the tokens emitted so far): the chain is then judged as far as they reach."""
+    accepted = 0
+    for hit in hits[:depth]:
+        if not hit:
+            return accepted + 1, accepted
+        accepted += 1
+    return accepted, accepted
 
 
 def _tokens(req) -> list[int]:

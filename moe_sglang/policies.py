@@ -27,6 +27,8 @@ class StepPlan:
     policies: tuple[str, ...]  # policy name per request
     ks: tuple[int, ...]  # draft tokens request i may have accepted (0 = plain decode)
     expert_budget: tuple[int, ...] | None  # [num_layers] experts per MoE layer in verify; None = no budget
+    # per request: judge its drafter without a verify this step (Decision.judge); () = nobody
+    judge: tuple[bool, ...] = ()
 
 
 class PolicySet:
@@ -57,23 +59,33 @@ class PolicySet:
         return self._policies[name]
 
     def plan(
-        self, now: float, views: list[RequestView], hints: list[RequestHints], max_k: int, layout: str = "fixed"
+        self,
+        now: float,
+        views: list[RequestView],
+        hints: list[RequestHints],
+        max_k: int,
+        layout: str = "fixed",
+        judging: bool = False,
     ) -> StepPlan:
-        """`layout`: how this step's verify forward will be laid out (service.policy.types.VERIFY_LAYOUTS)."""
+        """`layout`: how this step's verify forward will be laid out (service.policy.types.VERIFY_LAYOUTS);
+        `judging`: the engine can judge a request's drafter without a verify (BatchView.judging)."""
         names = [self.resolve(h.policy) for h in hints]
         ks = [max_k] * len(views)
+        judge = [False] * len(views)
         budgets: list[tuple[int, ...] | None] = []
         for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
-            view = BatchView(now, tuple(views[i] for i in rows), max_k, verify_layout=layout)
+            view = BatchView(now, tuple(views[i] for i in rows), max_k, verify_layout=layout, judging=judging)
             decision: Decision = self.get(name).decide(view)
             for i, d in zip(rows, decision.requests, strict=True):
                 ks[i] = min(d.verify_len, max_k)
+                judge[i] = judging and d.request_id in decision.judge
             budgets.append(decision.expert_budget)
         for i, h in enumerate(hints):
             if h.max_k is not None:
                 ks[i] = min(ks[i], h.max_k)
-        return StepPlan(tuple(names), tuple(ks), self._step_budget(budgets, hints))
+            judge[i] = judge[i] and ks[i] == 0 and h.max_k != 0  # a hint that forbids drafting forbids judging
+        return StepPlan(tuple(names), tuple(ks), self._step_budget(budgets, hints), tuple(judge) if any(judge) else ())
 
     def _step_budget(self, budgets: list[tuple[int, ...] | None], hints: list[RequestHints]) -> tuple[int, ...] | None:
         """One verify forward serves the whole batch, so a lossy budget needs every request's permission; the

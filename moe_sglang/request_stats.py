@@ -20,7 +20,8 @@ read vLLM's (`--per-request-spec-decode-metrics summary`) read ours, plus moe-se
     k_chosen_histogram[k]      decode steps whose policy chose K = k
     num_decode_steps           decode steps after the first token (speculative or plain)
     num_steps_k0               decode steps with speculation off for this request (K = 0, or no speculation at all)
-    num_shadow_drafts          draft positions judged without a verify (NGRAM drafts of K = 0 steps, shadow.py)
+    num_shadow_drafts          draft positions judged without a verify (NGRAM drafts of K = 0 steps, shadow.py;
+                               STANDALONE judgements, draft_model.py)
     num_shadow_accepted_drafts those the emitted tokens matched
 """
 

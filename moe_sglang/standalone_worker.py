@@ -3,7 +3,8 @@ per-request step.
 
     prefill   the target's prefill only: the draft model catches up lazily, when the request first drafts
     open      hints and views of the batch (step.py)
-    plan      the policies' K_i, before drafting (what a draft costs depends on K here, unlike NGRAM's lookup)
+    plan      the policies' K_i, before drafting (what a draft costs depends on K here, unlike NGRAM's lookup), and
+              the requests at K = 0 whose draft model a policy wants judged without a verify (draft_model.py)
     draft     the draft model, only over requests with K_i > 0, to depth min(K_i, num_steps) (draft_model.py)
     target    every K_i = 0: a plain decode forward; otherwise a ragged verify of request i's first
               min(K_i, D_i) + 1 nodes and SGLang's acceptance (verify.py)
@@ -21,7 +22,7 @@ import torch
 
 from moe_sglang import plugin
 from moe_sglang.accept import step_result
-from moe_sglang.draft_model import DraftModelDrafter
+from moe_sglang.draft_model import DraftModelDrafter, SelectedLogits
 from moe_sglang.settings import EngineSettings
 from moe_sglang.step import SpecRuntime, model_shape
 from moe_sglang.verify import plain_step, verify_step
@@ -42,6 +43,7 @@ def worker_class():
                 self.topk,
                 self.speculative_num_steps,
                 self.speculative_num_draft_tokens,
+                rows_selected=SelectedLogits.install(self._draft_worker.draft_runner.model),
             )
 
         def init_attention_backends(self):
@@ -95,15 +97,17 @@ def _decode(worker, batch, on_publish):
     step = runtime.open(
         batch.reqs, max_k=worker.speculative_num_draft_tokens - 1, backlogs=worker.drafter.backlogs(batch)
     )
-    plan = runtime.plan(step)
+    plan = runtime.plan(step, judging=True)
+    shadow = _judge(worker.drafter, batch, step, plan.judge)
     drafting = []
     if max(plan.ks) == 0:
         out = plain_step(worker, batch, step)
         accept_lens = [1] * len(batch.reqs)
     else:
         start = time.perf_counter()
-        trees, drafting, step.draft_steps = worker.drafter.draft(batch, list(plan.ks))
-        step.draft_backlog_tokens = sum(step.views[r.row].draft_backlog for r in drafting)
+        trees, drafting, forwards = worker.drafter.draft(batch, list(plan.ks))
+        step.draft_steps += forwards
+        step.draft_backlog_tokens += sum(step.views[r.row].draft_backlog for r in drafting)
         step.draft_s += time.perf_counter() - start
         runtime.count_draft()
         accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]
@@ -112,5 +116,19 @@ def _decode(worker, batch, on_publish):
     worker.drafter.accepted(batch, drafting, accepted)
     if on_publish is not None:
         on_publish(out.result.new_seq_lens)
-    runtime.close(step, [n - 1 for n in accept_lens], accepted)
+    runtime.close(step, [n - 1 for n in accept_lens], accepted, shadow)
     return out.result
+
+
+def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...]):
+    """The draft model judged without a verify for the requests the plan names (draft_model.py, judging): one
+    draft forward over what their draft cache lacks, counted as a draft step with its catch-up tokens."""
+    rows = [i for i, asked in enumerate(judge) if asked]
+    if not rows:
+        return ()
+    start = time.perf_counter()
+    shadow, ran = drafter.judge(batch, rows)
+    step.draft_s += time.perf_counter() - start
+    step.draft_steps += 1
+    step.draft_backlog_tokens += ran
+    return shadow

@@ -103,13 +103,14 @@ class SpecRuntime:
         context = sum(v.context_len for v in views)
         return StepInFlight(tuple(v.request_id for v in views), hints, views, max_k, context, time.perf_counter())
 
-    def plan(self, step: StepInFlight, draft_depths: list[int] | None = None) -> StepPlan:
-        """Ask the policies; with `draft_depths` each request's view says how deep its draft already is."""
+    def plan(self, step: StepInFlight, draft_depths: list[int] | None = None, judging: bool = False) -> StepPlan:
+        """Ask the policies; with `draft_depths` each request's view says how deep its draft already is; `judging`:
+        the worker can judge a request's drafter without a verify (BatchView.judging)."""
         views = list(step.views)
         if draft_depths is not None:
             views = [replace(v, draft_depth=d) for v, d in zip(views, draft_depths, strict=True)]
         try:
-            step.plan = self.policies.plan(time.perf_counter(), views, list(step.hints), step.max_k, "ragged")
+            step.plan = self.policies.plan(time.perf_counter(), views, list(step.hints), step.max_k, "ragged", judging)
         except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
             logger.exception("speculation policies failed; verifying the full draft for this step")
             step.plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(step.ceilings()), None)

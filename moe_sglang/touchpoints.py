@@ -248,6 +248,26 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint(f"{_SPEC}.base_spec_worker.BaseSpecWorker.token_to_kv_pool_allocator", "attribute", "KV move"),
     Touchpoint(f"{_SPEC}.standalone_worker_v2.StandaloneDraftWorker.draft_worker", "attribute", "the draft model"),
     Touchpoint(f"{_SPEC}.standalone_worker_v2.StandaloneDraftWorker.draft_runner", "attribute", "its ModelRunner"),
+    Touchpoint("sglang.srt.model_executor.model_runner.ModelRunner.model", "attribute", "the draft model itself"),
+    Touchpoint(
+        "sglang.srt.layers.logits_processor.LogitsProcessor.forward",
+        "call",
+        "the draft model's logits over the rows a draft forward needs (draft_model.SelectedLogits wraps the "
+        "model's `logits_processor`: SGLang selects rows only in DRAFT_EXTEND_V2 mode, ours are TARGET_VERIFY)",
+        "(self, input_ids, hidden_states, lm_head, logits_metadata, aux_hidden_states=None, "
+        "hidden_states_before_norm=None)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.logits_processor.LogitsMetadata.from_forward_batch",
+        "call",
+        "the metadata SelectedLogits narrows",
+        "(forward_batch)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.logits_processor.LogitsMetadata.draft_extend_select_index",
+        "write",
+        "the rows whose logits a draft forward needs (SelectedLogits)",
+    ),
     Touchpoint(
         "sglang.srt.model_executor.model_runner.ModelRunner.attn_backend",
         "write",

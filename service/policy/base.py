@@ -52,12 +52,16 @@ def make_policy(name: str, **params: object) -> SpeculationPolicy:
         raise ValueError(f"bad parameters for policy {name!r}: {exc}") from exc
 
 
-def plan(batch: BatchView, ks: list[int], expert_budget: tuple[int, ...] | None = None) -> Decision:
-    """A decision that verifies every drafted token: verify_len = K, each K clamped to [0, batch.max_k]."""
+def plan(
+    batch: BatchView, ks: list[int], expert_budget: tuple[int, ...] | None = None, judge: frozenset[str] = frozenset()
+) -> Decision:
+    """A decision that verifies every drafted token: verify_len = K, each K clamped to [0, batch.max_k]; `judge`:
+    Decision.judge."""
     return Decision(
         requests=tuple(
             RequestDecision(r.request_id, k, k)
             for r, k in zip(batch.requests, (min(max(k, 0), batch.max_k) for k in ks), strict=True)
         ),
         expert_budget=expert_budget,
+        judge=judge,
     )

@@ -62,6 +62,20 @@
            not speculate waits for the back-off interval other requests reached. A request whose draft is in hand
            (NGRAM) is never probed: the engine judges the draft it did not verify (drafts, above). Where the verify
            is rectangular the probe sets the batch's width, so every request drafts to it (no extra verify work).
+  judging  where the engine can judge a drafter without a verify (BatchView.judging: moe-serve's STANDALONE runs its
+           draft model over the request's committed tokens and compares each prediction with the token the target
+           emitted, moe_sglang/draft_model.py), a request planned before drafting is never probed: once it has
+           emitted `judge_after` tokens it is judged (Decision.judge), the outcomes come back as StepStats.shadow and
+           set its own acceptance, and while it stays at K = 0 it is judged again after `judge_after` steps, then
+           after twice as many each time (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps
+           a prose request whose first 4 tokens matched the draft half the time waited half its 32 tokens before
+           the judgement that found 0.9). With `judged_first` it does not speculate before its first judgement, for the reason
+           given for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at once on the
+           acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of none's TPOT where the
+           judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft cache lacks (which it then
+           holds, so speculation that follows has no catch-up) and no verify: in the CPU engine's STANDALONE cells
+           a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine
+           x48: every request probed once and never speculated after, 1.10-1.13x of none's TPOT).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -72,7 +86,7 @@ from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
-from service.policy.moe_serve_probe import probe_breaks_slo, probes_pay
+from service.policy.moe_serve_probe import judge_due, probe_breaks_slo, probes_pay
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.slo import step_time_cap
 from service.policy.types import BatchView, Decision, RequestDecision, StepStats
@@ -112,6 +126,7 @@ class MoeServePolicy:
         judged_first: bool = True,
         warm_up: bool = True,
         probe_hope: float = 0.8,
+        judge_after: int = 4,
     ) -> None:
         if (
             k_max < 0
@@ -120,10 +135,11 @@ class MoeServePolicy:
             or refit_every < 1
             or min(probe_steps, probe_k) < 1
             or not 0.0 < probe_hope <= 1.0
+            or judge_after < 1
         ):
             raise ValueError(
                 "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, "
-                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1"
+                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1, judge_after >= 1"
             )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
@@ -146,7 +162,9 @@ class MoeServePolicy:
         self._probe_left: dict[str, int] = {}  # request -> steps left in its probe phase
         self._probing: set[str] = set()  # requests whose K this step is a probe
         self._carried = probe_every  # probe interval a new request starts from once the prior is learnt
-        self._shadowed: set[str] = set()  # requests whose acceptance the engine measured without a verify
+        self._shadowed: set[str] = set()  # requests whose acceptance the engine measures from drafts in hand
+        self._judged: set[str] = set()  # requests whose drafter the engine judged at least once (judging)
+        self.judge_after = judge_after  # tokens a request emits before its first judgement
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -159,6 +177,7 @@ class MoeServePolicy:
             self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
             self._depth = {k: v for k, v in self._depth.items() if k in live}
             self._shadowed &= live
+            self._judged &= live
         if self.warm_up and self._steps == 0:
             # nothing measured yet: the prior is a GPU's (on the CPU engine it priced a first step of 8 requests at
             # K = 2 at 31 ms; it took 325), so the first step is a plain one, which measures the machine
@@ -167,7 +186,9 @@ class MoeServePolicy:
         probs, caps = [], []
         for r in reqs:
             if r.draft_depth is None:
-                probs.append(self.accept.get(r.request_id))
+                p = self.accept.get(r.request_id)
+                unjudged = batch.judging and self.judged_first and self.accept.observed(r.request_id) == 0
+                probs.append([0.0] * len(p) if unjudged else p)  # judged_first: its own judgement first
                 caps.append(life_cap(k_cap, r))
             else:
                 self._depth[r.request_id] = r.draft_depth
@@ -177,18 +198,24 @@ class MoeServePolicy:
         ks = list(chosen)
         self._probing = set()
         starting: list[int] = []  # requests whose probe phase is due to start this step (decided jointly below)
+        judge: set[str] = set()  # requests whose drafter the engine judges without a verify (judging)
         for i, r in enumerate(reqs):
             rid = r.request_id
             new = rid not in self._interval
             learnt = (self.accept if r.draft_depth is None else self.by_depth).prior_trusted()
             interval = self._interval.setdefault(rid, self._carried if learnt else self.probe_every)
+            judged = batch.judging and r.draft_depth is None
             if ks[i] > 0:
-                self._idle[rid], self._interval[rid] = 0, self.probe_every
+                self._idle[rid], self._interval[rid] = 0, self.judge_after if judged else self.probe_every
                 self._probe_left.pop(rid, None)
                 self._carried = self.probe_every  # speculation pays again: the back-off is over
                 continue
             if rid in self._shadowed:
                 continue  # its acceptance is measured without drafting for it: no probe
+            if judged:
+                if caps[i] > 0 and self._judge_due(rid, r.tokens_so_far, interval):
+                    judge.add(rid)
+                continue
             left = self._probe_left.get(rid, 0)
             if left == 0:
                 # a new request probes at once (unless probe_new_requests is off); one whose draft is in hand
@@ -220,10 +247,11 @@ class MoeServePolicy:
             ks = [max(ks)] * len(ks)
         if self._probing and self._probe_breaks_slo(ks, chosen, probs, batch):
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
-        return plan(batch, ks, self._budget())
+        return plan(batch, ks, self._budget(), frozenset(judge))
 
     _probe_breaks_slo = probe_breaks_slo
     _probes_pay = probes_pay
+    _judge_due = judge_due
 
     @staticmethod
     def _chains(probs: list[list[float]], ks: list[int]) -> list[list[float]]:
@@ -354,8 +382,9 @@ class MoeServePolicy:
                     self.by_depth.update(_depth_key(self._depth[r.request_id]), r.k, r.accepted)
         for shadow in stats.shadow:
             self.accept.update(shadow.request_id, shadow.k, shadow.accepted)
-            self.by_depth.update(_depth_key(shadow.draft_depth), shadow.k, shadow.accepted)
-            self._shadowed.add(shadow.request_id)
+            if shadow.request_id in self._depth:  # a draft in hand (NGRAM), not a judgement asked for
+                self.by_depth.update(_depth_key(shadow.draft_depth), shadow.k, shadow.accepted)
+                self._shadowed.add(shadow.request_id)
         self.model.add(
             stats.verify_tokens,
             stats.batch_size,

@@ -1,5 +1,6 @@
 """moe-serve's probe gate (moe_serve.py's docstring, probing): whether the probes due in a step pay for themselves, and
-whether they would push the batch over its TPOT target. Methods of MoeServePolicy, kept apart by idea."""
+whether they would push the batch over its TPOT target; and when a request's drafter is judged instead (judging).
+Methods of MoeServePolicy, kept apart by idea."""
 
 from __future__ import annotations
 
@@ -78,3 +79,20 @@ def probes_pay(
         steps = sum(reqs[i].tokens_left for i in group) / len(group) / e
         gain = max(gain, (now - after) * steps)
     return cost - base <= gain
+
+
+def judge_due(self: MoeServePolicy, rid: str, tokens_so_far: int, interval: int) -> bool:
+    """Whether a request at K = 0 has its drafter judged this step (moe_serve.py docstring, judging): first once it
+    has emitted `judge_after` tokens, then after `judge_after` steps at K = 0, the interval doubling each time."""
+    if rid not in self._judged:
+        if tokens_so_far < self.judge_after:
+            return False
+        self._judged.add(rid)
+        self._idle[rid], self._interval[rid] = 0, self.judge_after
+        return True
+    idle = self._idle[rid] = self._idle.get(rid, 0) + 1
+    if idle < interval:
+        return False
+    self._idle[rid] = 0
+    self._interval[rid] = min(2 * interval, self.max_probe_every)
+    return True

@@ -54,6 +54,10 @@ class BatchView:
     requests: tuple[RequestView, ...]  # the running decode requests
     max_k: int  # draft tokens, the most the engine's drafter can produce per request this step
     verify_layout: str = "ragged"  # VERIFY_LAYOUTS: how the engine's verify forward is laid out
+    # the engine can judge a request's drafter without verifying: asked by Decision.judge, it runs its drafter over
+    # the request's committed tokens and compares each prediction with the token the target emitted there
+    # (moe-serve's STANDALONE, moe_sglang/draft_model.py), outcomes in StepStats.shadow
+    judging: bool = False
 
     def __post_init__(self) -> None:
         if self.max_k < 0:
@@ -87,6 +91,8 @@ class Decision:
 
     requests: tuple[RequestDecision, ...]  # one per request in the BatchView, same order
     expert_budget: tuple[int, ...] | None = None  # [num_layers] experts kept per MoE layer in verify; None = no budget
+    # requests at K = 0 whose drafter the engine judges this step without a verify (BatchView.judging)
+    judge: frozenset[str] = frozenset()
 
     def k_of(self, request_id: str) -> int:
         """Draft tokens chosen for one request (linear scan: batches are small and this is for tests/tools)."""
@@ -110,12 +116,13 @@ class RequestStepStats:
 @dataclass(frozen=True)
 class ShadowOutcome:
     """A draft the engine built but did not verify (its request ran at K = 0 while the drafter's work was done
-    anyway, as NGRAM's lookup is), judged against the tokens the target emitted over the next steps: acceptance
-    measured without a verify. Greedy: exactly what a verify would have accepted; sampled: each judged position is
-    an unbiased estimate of the acceptance probability of that (deterministic) draft token."""
+    anyway, as NGRAM's lookup is, or the policy asked for a judgement, Decision.judge), judged against the tokens
+    the target emitted: acceptance measured without a verify. Greedy: exactly what a verify would have accepted;
+    sampled: each judged position is an unbiased estimate of the acceptance probability of that (deterministic)
+    draft token."""
 
     request_id: str
-    draft_depth: int  # RequestView.draft_depth of the step that built the draft
+    draft_depth: int  # RequestView.draft_depth of the step that built the draft (a judgement: the depth judged)
     k: int  # positions judged along the draft: the accepted ones, and the first rejected one if any
     accepted: int  # positions the emitted tokens matched, 0 <= accepted <= k
 

@@ -4,11 +4,13 @@ per verify step; with every draft rejected it is 48/47 ≈ 1.02 here (the first 
 same with K = 0, 1, 2, 3 mixed in one batch (per-request K from the static policy's hint)."""
 
 import concurrent.futures
+from dataclasses import replace
 
 import httpx
 import pytest
 
 from moe_sglang.metrics import MIXED_STEPS
+from moe_sglang.stats_output import META_KEY
 from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
@@ -81,3 +83,28 @@ def test_mixed_k_batch_equals_plain(case, plain_outputs, tiny_models, engine_poo
     for prompt, out in zip(prompts, outs, strict=True):
         assert out == plain_outputs[(tuple(prompt), LONG)], f"{case}: prompt {prompt[:6]}... diverged"
     assert mixed_steps(url) > before, f"{case}: K = 0 and K > 0 never shared a step"
+
+
+@pytest.mark.parametrize(("draft", "accepting"), [("mixtral-echo", True), ("mixtral-other", False)])
+def test_standalone_judges_its_draft_model_without_a_verify(draft, accepting, plain_outputs, tiny_models, engine_pool):
+    """moe-serve on STANDALONE, its acceptance prior at 0 (no speculation before a measurement): instead of a probe
+    (a verify of 3 drafts), each request has its draft model judged without a verify once it has emitted a few
+    tokens (draft_model.py, judging). The self-draft predicts the target's own tokens, so every judged position is
+    accepted (a prediction compared one position out of step would not be); a draft with other weights is rejected.
+    Output is plain decoding's either way."""
+    spec = dict(SPEC_CASES["standalone-chain"], draft_model_path=str(tiny_models[draft]))
+    config = engine_config(tiny_models["mixtral-echo"], **spec)
+    params = '{"moe-serve": {"acceptance_prior": 0.0}}'
+    url = engine_pool.url(replace(config, settings=replace(config.settings, policy_params_json=params)))
+    judged = accepted = 0
+    for prompt in ACCEPTING:
+        custom = {"moe_serve": {"policy": "moe-serve"}}
+        out = generate(url, prompt, LONG, ignore_eos=True, custom_params=custom)
+        assert out["output_ids"] == plain_outputs[(tuple(prompt), LONG)]
+        stats = out["meta_info"][META_KEY][0]
+        assert stats["num_shadow_drafts"] >= 4, stats  # judge_after = 4 tokens emitted: 4 positions at least
+        judged, accepted = judged + stats["num_shadow_drafts"], accepted + stats["num_shadow_accepted_drafts"]
+    if accepting:
+        assert accepted == judged, (accepted, judged)
+    else:
+        assert accepted <= 0.2 * judged, (accepted, judged)

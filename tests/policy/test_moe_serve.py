@@ -401,3 +401,55 @@ def test_nothing_speculates_before_a_step_was_measured():
     assert not policy._probing
     policy.observe(replace(stats([0] * 8, [0] * 8, 0.15, unique=(30,) * 16), plain=True, draft_steps=0))
     assert {r.k for r in policy.decide(batch(8)).requests} != {0}
+
+
+def judged_batch(tokens_so_far, rids=("r0", "r1")):
+    """A STANDALONE-like batch (plans before drafting) on an engine that can judge the drafter (BatchView.judging)."""
+    requests = tuple(RequestView(rid, tokens_so_far=tokens_so_far, draft_backlog=100, tokens_left=64) for rid in rids)
+    return BatchView(now=0.0, requests=requests, max_k=4, judging=True)
+
+
+def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
+    """Where the engine can judge a drafter without a verify, a new request is not probed (a probe verified 3
+    drafts and caught the draft model up: ~10 % of a 32-token request's TPOT in the CPU engine's STANDALONE cells,
+    the whole of moe-serve's loss there); once it has emitted `judge_after` tokens it is judged, and what the
+    judgement found decides (not the acceptance earlier requests left, judged_first): the request whose drafts
+    match speculates, the other stays at K = 0 and is judged again after the back-off interval, which doubles."""
+    policy = cpu_like(0.9)  # requests before found drafts that pay; these two wait for their own judgement anyway
+    for t in range(1, policy.judge_after):
+        d = policy.decide(judged_batch(t))
+        assert [r.k for r in d.requests] == [0, 0] and not d.judge and not policy._probing
+    d = policy.decide(judged_batch(policy.judge_after))
+    assert d.judge == {"r0", "r1"} and [r.k for r in d.requests] == [0, 0]
+    shadow = tuple(ShadowOutcome("r0", 4, 4, 4) for _ in range(4)) + tuple(
+        ShadowOutcome("r1", 4, 1, 0) for _ in range(4)
+    )
+    policy.observe(replace(stats([0, 0], [0, 0], 0.03), shadow=shadow, plain=True))
+    view = judged_batch(policy.judge_after + 1)
+    view = replace(view, requests=tuple(replace(r, draft_backlog=0) for r in view.requests))  # caught up by the judge
+    judged_again = []
+    for step in range(12):
+        d = policy.decide(view)
+        assert d.requests[0].k > 0 and d.requests[1].k == 0, step
+        judged_again += [step] * ("r1" in d.judge)
+        assert "r0" not in d.judge
+    assert judged_again == [3, 11]  # after judge_after = 4 steps at K = 0, then after 8
+
+
+def test_a_request_capped_at_k0_is_never_judged():
+    policy = cpu_like(0.5)
+    view = judged_batch(10)
+    assert not policy.decide(replace(view, requests=(replace(view.requests[0], tokens_left=0),))).judge
+    assert not MoeServePolicy(k_max=0, warm_up=False).decide(view).judge
+
+
+def test_a_request_not_yet_judged_speculates_on_the_prior_without_judged_first():
+    policy = cpu_like(0.9)
+    policy.judged_first = False
+    assert all(r.k > 0 for r in policy.decide(judged_batch(1)).requests)
+
+
+def test_without_judging_a_new_request_still_probes():
+    policy = cpu_like(0.3)
+    d = policy.decide(replace(judged_batch(1, rids=("r0",)), judging=False))
+    assert d.requests[0].k == policy.probe_k and policy._probing == {"r0"} and not d.judge
