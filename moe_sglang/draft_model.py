@@ -217,8 +217,9 @@ class SelectedLogits(torch.nn.Module):
     """The draft model's LogitsProcessor, computing the lm_head only over the rows a draft forward asks for
     (`logit_rows` on its spec_info). SGLang selects rows that way only in DRAFT_EXTEND_V2 mode
     (LogitsMetadata.draft_extend_select_index); our draft forwards are TARGET_VERIFY (ragged, tree masks) and
-    need few of their rows: a first draft over a 131-token context used 1 row of the 131 it computed, and a
-    judgement of 8 such contexts spent most of its ~125 ms in a [1048, vocab] lm_head it used 32 rows of."""
+    need few of their rows: a first draft over a 131-token context used 1 row of the 131 it computed. Measured in
+    the engine (moe-fine's draft, Intel Xeon): a judgement of 8 such contexts 125 ms before, 47 ms with it; of one,
+    15-18 ms before, 11-12 ms with it."""
 
     def __init__(self, inner: torch.nn.Module) -> None:
         super().__init__()
