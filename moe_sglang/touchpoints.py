@@ -258,6 +258,12 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "hidden_states_before_norm=None)",
     ),
     Touchpoint(
+        "sglang.srt.models.llama.LlamaForCausalLM.logits_processor",
+        "write",
+        "replaced by SelectedLogits around it on the draft model's instance (any model class holding SGLang's "
+        "LogitsProcessor there; the bundled drafts are Llama)",
+    ),
+    Touchpoint(
         "sglang.srt.layers.logits_processor.LogitsMetadata.from_forward_batch",
         "call",
         "the metadata SelectedLogits narrows",
