@@ -112,12 +112,10 @@ class DraftModelDrafter:
         parts, roots, logit_rows = [], [], []
         for r in judged:
             req = batch.reqs[r.row]
-            start = min(self.seen.get(req.rid, 0), r.seq_len)
             tokens = _tokens(req)[: r.seq_len + 1]
-            positions = list(range(start, r.seq_len + 1))
-            mask = np.tril(np.ones((len(positions),) * 2, dtype=bool))
             offset = sum(len(p.tokens) for p in parts)
-            parts.append(_Part(start, tokens[start:], positions, positions, mask))
+            parts.append(self._lag_part(req, r.seq_len))
+            start = parts[-1].prefix
             # roots whose next token the target emitted: the prompt's last token and the outputs before the root
             judged_roots = range(max(start, len(req.origin_input_ids) - 1), r.seq_len)
             roots.append((req.rid, [tokens[s + 1] for s in judged_roots]))
@@ -137,17 +135,18 @@ class DraftModelDrafter:
 
     def _catch_up(self, batch, drafting: list[DraftRequest]) -> None:
         """Depth 1: the tokens the draft cache lacks, the root last; its logits give the first draft level."""
-        parts = []
-        for r in drafting:
-            req = batch.reqs[r.row]
-            start = min(self.seen.get(req.rid, 0), r.seq_len)
-            tokens = _tokens(req)[start : r.seq_len + 1]
-            positions = list(range(start, r.seq_len + 1))
-            parts.append(_Part(start, tokens, positions, positions, np.tril(np.ones((len(tokens),) * 2, dtype=bool))))
+        parts = [self._lag_part(batch.reqs[r.row], r.seq_len) for r in drafting]
         ends = (np.cumsum([len(p.tokens) for p in parts]) - 1).tolist()
         logprobs = torch.log_softmax(self._forward(batch, drafting, parts, ends).float(), dim=-1)
         for r, row in zip(drafting, logprobs, strict=True):
             r.tree.expand(row[None])
+
+    def _lag_part(self, req, seq_len: int) -> _Part:
+        """The tokens [seen, seq_len] the draft cache lacks, root last, causal after prefix [0, seen)."""
+        start = min(self.seen.get(req.rid, 0), seq_len)
+        positions = list(range(start, seq_len + 1))
+        tokens = _tokens(req)[start : seq_len + 1]
+        return _Part(start, tokens, positions, positions, np.tril(np.ones((len(tokens),) * 2, dtype=bool)))
 
     def _grow(self, batch, drafting: list[DraftRequest]) -> None:
         """One more depth: run each frontier's paths, expand the frontier with the draft's next tokens."""

@@ -88,8 +88,9 @@ from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
 from service.policy.moe_serve_probe import judge_due, probe_breaks_slo, probes_pay
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
+from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
-from service.policy.types import BatchView, Decision, RequestDecision, StepStats
+from service.policy.types import BatchView, Decision, StepStats
 
 # seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps
 DEFAULT_PRIOR = StepCoefficients(
@@ -266,27 +267,7 @@ class MoeServePolicy:
         w = seen / (seen + 2.0)
         return [w * own + (1.0 - w) * d for own, d in zip(self.accept.get(request_id), by_depth, strict=True)]
 
-    def trim(self, batch: BatchView, decision: Decision) -> Decision:
-        """Re-run the allocation with the drafter's confidences for the drafted positions; drafting cost is sunk."""
-        if not any(r.draft_confidences for r in batch.requests):
-            return decision
-        probs, caps = [], []
-        for r, d in zip(batch.requests, decision.requests, strict=True):
-            p = list(r.draft_confidences[: d.k]) + self.accept.get(r.request_id)[len(r.draft_confidences) : d.k]
-            probs.append(p or [0.0])
-            caps.append(d.k)
-        lens = self.allocate(probs, caps, step_time_cap(batch), drafting=False, layout=batch)
-        for i, (r, d) in enumerate(zip(batch.requests, decision.requests, strict=True)):
-            if d.request_id in self._probing:
-                lens[i] = d.k  # a probe exists to measure acceptance: verify it
-            for pos in range(lens[i], min(d.k, len(r.draft_confidences))):
-                self.accept.nudge(d.request_id, pos, r.draft_confidences[pos])
-        return Decision(
-            requests=tuple(
-                RequestDecision(d.request_id, d.k, ln) for d, ln in zip(decision.requests, lens, strict=True)
-            ),
-            expert_budget=decision.expert_budget,
-        )
+    trim = trim_to_confidences
 
     def allocate(
         self, probs: list[list[float]], caps: list[int], cap_s: float, drafting: bool, layout: BatchView | None = None
