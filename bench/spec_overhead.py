@@ -4,6 +4,9 @@
    request (hint `max_k: 0`) on moe-serve's NGRAM and STANDALONE engines. A step where nobody speculates is a plain
    decode there (moe_sglang/plain_decode.py), so the goal is TPOT <= 1.02x plain. Variants take turns round by round
    (rotated order) and each round's ratio to plain is kept: the report gives the median and min-max of the ratios.
+   A fourth engine, `plain-sync`, is the plain one with SGLang's overlap scheduler off (`--disable-overlap-schedule`):
+   moe-serve's speculative steps are synchronous (moe_sglang/algorithm.py), the plain engine's are not, so this row
+   says how much of a K = 0 gap the scheduler mode alone makes.
    Beside wall-clock TPOT, each engine's CPU seconds per output token (its process tree's user + system time): it
    stays meaningful when other jobs share the cores.
 2. Ragged vs rectangular: a batch of 8 requests with K = 0, 1, 2, 3 (twice) on engines whose only difference is the
@@ -84,9 +87,11 @@ def timed_run(url: str, prompts: list, tokens: int, batch: int, extra: dict | No
 
 
 def k0_rows(urls: dict[str, str], prompts: list, tokens: int, batches, repeats: int) -> list[dict]:
-    """Rounds of plain / ngram-k0 / standalone-k0 in rotated order; one row per (variant, batch, round)."""
+    """Rounds of plain / plain-sync / ngram-k0 / standalone-k0 in rotated order; one row per (variant, batch,
+    round)."""
     variants = {
         "plain": (urls["plain"], None),
+        "plain-sync": (urls["plain-sync"], None),
         "ngram-k0": (urls["ngram"], K0),
         "standalone-k0": (urls["standalone"], K0),
     }
@@ -198,10 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     prompts = as_token_ids(prompt_sets(16, 160 if args.quick else 400), model, 96)["mixed"]
     threads = args.engine_threads
     specs = {"ngram": speculation("ngram", args.draft), "standalone": speculation("standalone", args.draft)}
-    # at most three engines at once: each holds ~3 GB (SGLang's processes), and the machine has other jobs
+    # at most four engines at once: each holds ~3 GB (SGLang's processes) of the machine's 24
+    sync = bench_engine(
+        model, SpeculationConfig("none"), threads, extra=("--enable-metrics", "--disable-overlap-schedule")
+    )
     with _engines(
         folder,
-        {"plain": engine(model, SpeculationConfig("none"), "ragged", threads)}
+        {"plain": engine(model, SpeculationConfig("none"), "ragged", threads), "plain-sync": sync}
         | {name: engine(model, spec, "ragged", threads) for name, spec in specs.items()},
     ) as urls:
         rows = k0_rows(urls, prompts, tokens, batches, repeats)

@@ -21,7 +21,8 @@ time, at least +58 % measured (static-1 on that cell: 1.58x of no speculation's 
 deciding bench). A bucket not measured yet
 borrows from the nearest smaller one measured (less saturated), else starts from the prior affinity.
 An engine that runs a plain decode when nobody verifies a draft (moe-serve's) skips the verify path's fixed work
-(tree bookkeeping, acceptance, the KV move): `verify_extra` and a separate per-step overhead price that difference,
+(tree bookkeeping, acceptance, the KV move): `verify_extra` (per request) and a separate per-step overhead
+(`StepTimeModel.other_time`, per batch-size bucket) price that difference,
 so switching a whole batch from K = 0 to K = 1 costs what it costs.
 """
 
@@ -99,7 +100,7 @@ class StepCoefficients:
     per_draft_step: float  # seconds per sequential draft step
     per_draft_token: float  # seconds per drafted token
     other: float  # seconds per step outside draft and target forward, for a step that verified drafts
-    verify_extra: float = 0.0  # seconds a verify forward costs beyond a plain decode forward of the same tokens
+    verify_extra: float = 0.0  # seconds per request a verify forward costs beyond a plain decode of the same tokens
     plain_other: float | None = None  # seconds per plain-decode step outside the target forward; None = `other`
     per_backlog_token: float = 0.0  # seconds per token a draft model runs to catch up with a request's context
 
@@ -122,6 +123,9 @@ class StepTimeModel:
         self._verify_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._other: dict[bool, float] = {}  # plain step or not -> EMA of seconds outside draft and target forward
+        self._other_by_bucket: dict[tuple[bool, int], float] = {}  # the same per batch-size bucket (`other_time`)
+        self._other_fit: dict[tuple[bool, int], float] = {}  # what `other_time` prices: the above at the last refit
+        self._other_memo: dict[tuple[bool, int], float] = {}  # `other_time`'s answers since the last refit
         self._prior_affinity = affinity  # a bucket's affinity before it (or a smaller one) is measured
         self._unmeasured = Routing(affinity)  # what `routing` answers before any bucket at or below is measured
         self._routing: dict[int, Routing] = {}  # batch_bucket -> what its verifies measured
@@ -172,7 +176,7 @@ class StepTimeModel:
     ) -> float:
         """The target forward: a plain decode when no request verifies a draft (tokens == requests)."""
         c = self.coef
-        extra = 0.0 if tokens <= requests else c.verify_extra
+        extra = 0.0 if tokens <= requests else c.verify_extra * requests
         experts = self.experts(tokens, requests, budget, accepted)
         return c.verify_fixed + extra + c.per_token * tokens + c.per_expert * experts
 
@@ -192,8 +196,26 @@ class StepTimeModel:
         draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
         if draft_steps:
             draft += c.per_backlog_token * backlog_tokens
-        other = c.plain_other if tokens <= requests and c.plain_other is not None else c.other
-        return self.verify_time(tokens, requests, budget, accepted) + draft + other
+        return (
+            self.verify_time(tokens, requests, budget, accepted) + draft + self.other_time(tokens <= requests, requests)
+        )
+
+    def other_time(self, plain: bool, requests: int) -> float:
+        """Seconds of a step outside drafting and the target forward (bookkeeping, acceptance, the KV move), as
+        measured in its batch-size bucket, else in the nearest measured bucket (the smaller on a tie), else the
+        coefficient. It grows with the batch: on the CPU engine (moe-fine x48, NGRAM) a verify step's was ~2 ms at
+        batch 1 and ~4 ms at batch 8; one average over all sizes priced every batch-1 verify ~3.5 ms (~10 %) too
+        dear, and batch-1 requests whose drafts paid stayed at K = 0."""
+        key = (plain, batch_bucket(requests))
+        found = self._other_memo.get(key)
+        if found is None:  # priced for every configuration tried: the nearest bucket is looked up once per refit
+            measured = [b for p, b in self._other_fit if p == plain]
+            if measured:
+                found = self._other_fit[(plain, min(measured, key=lambda b: (abs(b - key[1]), b)))]
+            else:
+                found = self.coef.plain_other if plain and self.coef.plain_other is not None else self.coef.other
+            self._other_memo[key] = found
+        return found
 
     def add(
         self,
@@ -233,13 +255,16 @@ class StepTimeModel:
             total = float(sum(unique_experts)) * self.shape.num_layers / len(unique_experts)
         else:
             total = self.experts(tokens, requests)
-        self._verify_rows.append(([1.0, 0.0 if plain else 1.0, float(tokens), total], verify_s))
+        # the verify path's extra work is per request (its tree, mask and acceptance): fitted as one constant per
+        # step, batch 8's priced a batch-1 verify on the CPU engine at 51 ms where it took 39-41 (moe-fine x48, NGRAM)
+        self._verify_rows.append(([1.0, 0.0 if plain else float(requests), float(tokens), total], verify_s))
         if draft_steps:
             self._draft_rows.append(([float(draft_steps), float(draft_tokens), float(backlog_tokens)], draft_s))
         else:
             other_s += draft_s
-        last = self._other.get(plain)
-        self._other[plain] = other_s if last is None else 0.9 * last + 0.1 * other_s
+        for ema, key in ((self._other, plain), (self._other_by_bucket, (plain, batch_bucket(requests)))):
+            last = ema.get(key)
+            ema[key] = other_s if last is None else 0.9 * last + 0.1 * other_s
 
     def refit(self) -> None:
         p = self._prior
@@ -255,6 +280,7 @@ class StepTimeModel:
         # costs at this machine's scale, not zero (zero priced every draft as free on the CPU engine until the next
         # refit after a drafting step; in the meantime a batch of 8 probed and speculated at 1.3x a plain step)
         other = self._other.get(False, self._other.get(True, p.other))
+        self._other_fit, self._other_memo = dict(self._other_by_bucket), {}
         self.coef = StepCoefficients(
             verify_fixed=max(verify[0], 0.0),
             verify_extra=max(verify[1], 0.0),

@@ -91,7 +91,7 @@ def synthetic_steps(model, truth, affinity, rng, n, noise=0.0):
         fresh = batch + sum(ks) * (1 - affinity)
         unique = [round(expected_experts(fresh, shape.num_experts, shape.top_k))] * shape.num_layers
         verify = truth.verify_fixed + truth.per_token * tokens + truth.per_expert * sum(unique)
-        verify += 0.0 if plain else truth.verify_extra
+        verify += 0.0 if plain else truth.verify_extra * batch
         # now and then a request drafts after a pause: the draft model first catches up over its context
         backlog = 0 if plain or rng.random() < 0.7 else rng.randint(1, 300)
         draft = truth.per_draft_step * max(ks) + truth.per_draft_token * sum(ks) + truth.per_backlog_token * backlog
@@ -135,7 +135,7 @@ def test_predicted_step_time_uses_fitted_coefficients_and_budget():
     model = StepTimeModel(MoeShape(64, 8, 4), TRUTH)
     t = model.step_time(tokens=16, requests=8, draft_steps=1, draft_tokens=8)
     experts = 4 * expected_experts(16, 64, 8)
-    assert t == pytest.approx(2e-3 + 1e-3 + 3e-5 * 16 + 4.5e-5 * experts + 4e-4 + 8e-5 + 5e-4)
+    assert t == pytest.approx(2e-3 + 1e-3 * 8 + 3e-5 * 16 + 4.5e-5 * experts + 4e-4 + 8e-5 + 5e-4)  # extra per request
     plain = model.step_time(tokens=8, requests=8, draft_steps=0, draft_tokens=0)
     assert plain == pytest.approx(2e-3 + 3e-5 * 8 + 4.5e-5 * 4 * expected_experts(8, 64, 8) + 2e-4)
     assert model.experts(16, 8, budget=20) == 4 * 20  # the budget caps each layer
@@ -181,11 +181,30 @@ def test_a_plain_step_is_priced_without_the_verify_path():
     for _ in range(60):
         batch = rng.randint(1, 8)
         model.add(batch, batch, [8] * 4, 0, 0, verify_s=0.004, draft_s=0.0, other_s=0.0005, plain=True)
-        model.add(3 * batch, batch, [8] * 4, 0, 0, verify_s=0.006, draft_s=0.0, other_s=0.002)
+        model.add(3 * batch, batch, [8] * 4, 0, 0, verify_s=0.004 + 0.0005 * batch, draft_s=0.0, other_s=0.002)
     model.refit()
-    assert model.coef.verify_extra == pytest.approx(0.002, rel=0.05)
+    assert model.coef.verify_extra == pytest.approx(0.0005, rel=0.05)  # per request
     assert model.coef.plain_other == pytest.approx(0.0005) and model.coef.other == pytest.approx(0.002)
     assert model.step_time(4, 4, 0, 0) < model.step_time(5, 4, 1, 1) - 0.003
+
+
+def test_the_time_outside_the_forward_is_priced_by_batch_size():
+    """Bookkeeping outside the forward grows with the batch (CPU engine: a verify step's ~2 ms at batch 1, ~4 ms at
+    batch 8). Each batch-size bucket prices its own measurement, a bucket not measured the nearest one that is;
+    one average over all sizes priced batch-1 verifies at batch 8's."""
+    model = StepTimeModel(MoeShape(32, 4, 4), StepCoefficients(1e-3, 1e-5, 1e-5, 0.0, 0.0, 1e-3), ridge=1e-6)
+    for _ in range(30):  # mostly batch 8 (a wave), a few batch-1 verifies
+        model.add(24, 8, [20] * 4, 0, 0, verify_s=0.1, draft_s=0.0, other_s=0.004)
+        model.add(8, 8, [20] * 4, 0, 0, verify_s=0.08, draft_s=0.0, other_s=0.001, plain=True)
+    for _ in range(3):
+        model.add(2, 1, [6] * 4, 0, 0, verify_s=0.03, draft_s=0.0, other_s=0.002)
+    model.refit()
+    assert model.other_time(plain=False, requests=1) == pytest.approx(0.002)
+    assert model.other_time(plain=False, requests=8) == pytest.approx(0.004)
+    assert model.other_time(plain=False, requests=16) == pytest.approx(0.004)  # nearest measured: batch 8's
+    assert model.other_time(plain=True, requests=1) == pytest.approx(0.001)  # plain steps measured at batch 8 only
+    without_split = model.verify_time(2, 1) + 0.002
+    assert model.step_time(2, 1, 0, 0) == pytest.approx(without_split)
 
 
 def test_split_affinity_recovers_what_accepted_and_rejected_drafts_route_to():
