@@ -49,9 +49,11 @@ def speculation(algorithm: str, draft: Path) -> SpeculationConfig:
     return SpeculationConfig("standalone", draft_model_path=str(draft), num_steps=MAX_K, topk=1, num_draft_tokens=4)
 
 
-def engine(model: Path, spec: SpeculationConfig, layout: str, threads: int) -> EngineConfig:
+def engine(
+    model: Path, spec: SpeculationConfig, layout: str, threads: int, extra: tuple[str, ...] = ()
+) -> EngineConfig:
     """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike."""
-    return bench_engine(model, spec, threads, EngineSettings(verify_layout=layout), ("--enable-metrics",))
+    return bench_engine(model, spec, threads, EngineSettings(verify_layout=layout), ("--enable-metrics", *extra))
 
 
 def cpu_seconds(url: str) -> float:
@@ -204,9 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.engine_threads
     specs = {"ngram": speculation("ngram", args.draft), "standalone": speculation("standalone", args.draft)}
     # at most four engines at once: each holds ~3 GB (SGLang's processes) of the machine's 24
-    sync = bench_engine(
-        model, SpeculationConfig("none"), threads, extra=("--enable-metrics", "--disable-overlap-schedule")
-    )
+    sync = engine(model, SpeculationConfig("none"), "ragged", threads, ("--disable-overlap-schedule",))
     with _engines(
         folder,
         {"plain": engine(model, SpeculationConfig("none"), "ragged", threads), "plain-sync": sync}

@@ -109,17 +109,17 @@ class DraftModelDrafter:
         counted as `backlogs` counts it)."""
         seq = _seq_lens(batch)
         judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
-        parts, roots, logit_rows = [], [], []
+        parts, roots, logit_rows, offset = [], [], [], 0
         for r in judged:
             req = batch.reqs[r.row]
-            tokens = _tokens(req)[: r.seq_len + 1]
-            offset = sum(len(p.tokens) for p in parts)
-            parts.append(self._lag_part(req, r.seq_len))
-            start = parts[-1].prefix
+            part = self._lag_part(req, r.seq_len)  # tokens [start, seq_len]
+            start = part.prefix
             # roots whose next token the target emitted: the prompt's last token and the outputs before the root
             judged_roots = range(max(start, len(req.origin_input_ids) - 1), r.seq_len)
-            roots.append((req.rid, [tokens[s + 1] for s in judged_roots]))
+            roots.append((req.rid, [part.tokens[s + 1 - start] for s in judged_roots]))
             logit_rows += [offset + s - start for s in judged_roots]
+            parts.append(part)
+            offset += len(part.tokens)
         if not logit_rows:
             return (), 0  # nothing emitted since the last judgement: no forward, the draft cache stays as it was
         predicted = self._forward(batch, judged, parts, logit_rows).argmax(dim=-1).tolist()
