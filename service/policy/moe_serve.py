@@ -67,7 +67,8 @@
            emitted, moe_sglang/draft_model.py), a request planned before drafting is never probed: once it has
            emitted `judge_after` tokens it is judged (Decision.judge), the outcomes come back as StepStats.shadow and
            set its own acceptance, and while it stays at K = 0 it is judged again after `judge_after` steps, then
-           after twice as many each time (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps
+           after twice as many each time, where speculating could pay at an optimistic bound on what it measured
+           (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps
            a prose request whose first 4 tokens matched the draft half the time waited half its 32 tokens before
            the judgement that found 0.9). With `judged_first` it does not speculate before its first judgement, for the reason
            given for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at once on the
@@ -86,7 +87,7 @@ from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
-from service.policy.moe_serve_probe import judge_due, probe_breaks_slo, probes_pay
+from service.policy.moe_serve_probe import judge_due, probe_breaks_slo, probes_pay, rejudging_could_pay
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
@@ -214,7 +215,9 @@ class MoeServePolicy:
             if rid in self._shadowed:
                 continue  # its acceptance is measured without drafting for it: no probe
             if judged:
-                if caps[i] > 0 and self._judge_due(rid, r.tokens_so_far, interval):
+                first = rid not in self._judged
+                due = caps[i] > 0 and self._judge_due(rid, r.tokens_so_far, interval)
+                if due and (first or self._rejudging_could_pay(i, probs, caps, batch)):
                     judge.add(rid)
                 continue
             left = self._probe_left.get(rid, 0)
@@ -253,6 +256,7 @@ class MoeServePolicy:
     _probe_breaks_slo = probe_breaks_slo
     _probes_pay = probes_pay
     _judge_due = judge_due
+    _rejudging_could_pay = rejudging_could_pay
 
     @staticmethod
     def _chains(probs: list[list[float]], ks: list[int]) -> list[list[float]]:

@@ -81,9 +81,36 @@ def probes_pay(
     return cost - base <= gain
 
 
+def rejudging_could_pay(
+    self: MoeServePolicy, i: int, probs: list[list[float]], caps: list[int], batch: BatchView
+) -> bool:
+    """Whether judging request `i` again (it was judged, it is at K = 0) could change the decision: the allocation
+    is asked with the request's acceptance at an optimistic bound on what it measured (`_upper`, per position, n =
+    its first drafts' outcomes, capped at the tracker's trust, so the bound stays loose). If even then it would not
+    speculate, a judgement only costs: in the CPU engine's STANDALONE cells (moe-fine x48) 5-6 ms at batch 1 and
+    10-13 ms for 8 requests each, up to 3 per 32-token request, for requests whose first judgement found 3-7 of
+    15-20 positions matching and that never speculated (1.05-1.08x of none's TPOT where a static K = 0 read
+    1.01-1.05x). The batch may change (fewer requests, other acceptance), so the bound is asked anew each time the
+    back-off interval comes round."""
+    rid = batch.requests[i].request_id
+    n = self.accept.observed(rid)
+    trial = list(probs)
+    trial[i] = [_upper(p, n) for p in self.accept.get(rid)]
+    return self.allocate(trial, caps, step_time_cap(batch), drafting=True, layout=batch)[i] > 0
+
+
+def _upper(p: float, n: float, z: float = 1.0) -> float:
+    """Wilson's upper bound on a rate measured as p over n outcomes (z = 1: one-sided ~84 %); 1 when n = 0."""
+    if n <= 0:
+        return 1.0
+    zz = z * z / n
+    return min((p + zz / 2 + z * (p * (1 - p) / n + zz / (4 * n)) ** 0.5) / (1 + zz), 1.0)
+
+
 def judge_due(self: MoeServePolicy, rid: str, tokens_so_far: int, interval: int) -> bool:
     """Whether a request at K = 0 has its drafter judged this step (moe_serve.py docstring, judging): first once it
-    has emitted `judge_after` tokens, then after `judge_after` steps at K = 0, the interval doubling each time."""
+    has emitted `judge_after` tokens, then after `judge_after` steps at K = 0, the interval doubling each time (a
+    judgement due again is skipped where it could not pay, `rejudging_could_pay`; the interval doubles anyway)."""
     if rid not in self._judged:
         if tokens_so_far < self.judge_after:
             return False

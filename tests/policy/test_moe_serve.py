@@ -414,7 +414,8 @@ def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
     drafts and caught the draft model up: ~10 % of a 32-token request's TPOT in the CPU engine's STANDALONE cells,
     the whole of moe-serve's loss there); once it has emitted `judge_after` tokens it is judged, and what the
     judgement found decides (not the acceptance earlier requests left, judged_first): the request whose drafts
-    match speculates, the other stays at K = 0 and is judged again after the back-off interval, which doubles."""
+    match speculates, the other stays at K = 0 and is judged again after the back-off interval, which doubles
+    (drafting runs for the first anyway, so its drafts could pay at an optimistic bound on what it measured)."""
     policy = cpu_like(0.9)  # requests before found drafts that pay; these two wait for their own judgement anyway
     for t in range(1, policy.judge_after):
         d = policy.decide(judged_batch(t))
@@ -434,6 +435,42 @@ def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
         judged_again += [step] * ("r1" in d.judge)
         assert "r0" not in d.judge
     assert judged_again == [3, 11]  # after judge_after = 4 steps at K = 0, then after 8
+
+
+def judged_once(hits: dict[str, tuple[int, ...]]) -> tuple[MoeServePolicy, BatchView]:
+    """cpu_like(0.9) after the first judgement of r0 and r1 found `hits` (first drafts matched or not)."""
+    policy = cpu_like(0.9)
+    for t in range(1, policy.judge_after + 1):
+        policy.decide(judged_batch(t))
+    shadow = tuple(ShadowOutcome(rid, 4, 1, hit) for rid, found in hits.items() for hit in found)
+    policy.observe(replace(stats([0, 0], [0, 0], 0.03), shadow=shadow, plain=True))
+    view = judged_batch(policy.judge_after + 1)
+    return policy, replace(view, requests=tuple(replace(r, draft_backlog=0) for r in view.requests))
+
+
+@pytest.mark.parametrize(
+    ("hits", "judged_again"),
+    [
+        ({"r0": (0, 0, 0, 0), "r1": (1, 0, 0, 0)}, set()),  # neither could pay at its bound: no judgement
+        ({"r0": (0, 0, 0, 0), "r1": (1, 1, 0, 0)}, {"r1"}),  # r1's bound clears batch 2's break-even
+        ({"r0": (0, 0, 0, 0), "r1": (1,) * 8 + (0,) * 8}, set()),  # as many matched, on more outcomes: it cannot
+        ({"r0": (0, 0, 0, 0), "r1": (1, 1, 1, 0)}, {"r0"}),  # r1 speculates: drafting is paid, r0's could pay
+    ],
+)
+def test_a_request_is_judged_again_only_where_its_drafts_could_pay(hits, judged_again):
+    """A judgement due again is skipped where the request would not speculate even at an optimistic bound on the
+    acceptance it measured (a judgement costs a draft forward: 5-6 ms at batch 1 on moe-fine x48 STANDALONE, up
+    to 3 per 32-token request that never speculated); the back-off interval doubles either way."""
+    policy, view = judged_once(hits)
+    seen: set[str] = set()
+    due = []
+    for step in range(12):
+        d = policy.decide(view)
+        seen |= d.judge
+        due += [step] * bool(d.judge)
+    assert seen == judged_again
+    assert due == ([3, 11] if judged_again else [])
+    assert policy._interval["r0"] == 4 * policy.judge_after  # doubled twice, judged or not
 
 
 def test_a_request_capped_at_k0_is_never_judged():
