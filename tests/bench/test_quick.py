@@ -175,6 +175,17 @@ def test_spread_and_goals_are_computed_from_rounds():
     # a development run of a subset (--policies) has no goals: they compare against policies it left out
     assert goals([r for r in rows if r["policy"] in ("none", "static-2", "moe-serve")]) == []
     assert goals([r for r in rows if r["policy"] != "static-1"])  # any static K will do
+    # against the plain engine scheduled as the speculative ones are (none-sync): the goals that depend on the
+    # baseline, each named by it; none without such rows
+    assert goals(rows, baseline="none-sync") == []
+    sync = [{**r, "policy": "none-sync", "tpot_ms": 2 * r["tpot_ms"]} for r in rows if r["policy"] == "none"]
+    got = {g["goal"]: g for g in goals(rows + sync, baseline="none-sync")}
+    assert set(got) == {
+        "worst-case TPOT slowdown vs none (none-sync)",
+        "mean TPOT gain vs best static K (static-2) (none-sync)",
+        "best code speedup vs none (none-sync)",
+    }
+    assert got["best code speedup vs none (none-sync)"]["value"] == pytest.approx(42 / 14)
 
 
 def test_run_all_hands_the_setup_to_every_bench(monkeypatch, tmp_path):
