@@ -24,12 +24,20 @@ An engine that runs a plain decode when nobody verifies a draft (moe-serve's) sk
 (tree bookkeeping, acceptance, the KV move): `verify_extra` (per request) and a separate per-step overhead
 (`StepTimeModel.other_time`, per batch-size bucket) price that difference,
 so switching a whole batch from K = 0 to K = 1 costs what it costs.
+Calibration: the linear fit is shared by every batch size, and its residuals on speculative steps are not noise
+but bias of one sign per batch-size bucket: on the CPU engine (moe-fine x48, AMD EPYC) the batch-1 STANDALONE
+steps took 1.24-1.47x what it predicted (61-67 ms for a one-draft verify priced at 42-49 ms) while the batch-8 NGRAM
+steps took 0.80x. So each bucket keeps its latest speculative steps, and at every refit the median of measured /
+predicted over them (`Calibration`) scales what the model predicts for a speculative step of that size; the
+spread of that ratio (median absolute deviation of its log) is the model's measured error there, which the policy
+asks a predicted gain to exceed (moe_serve.py, margin).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -115,8 +123,10 @@ class StepTimeModel:
         window: int = 256,
         ridge: float = 1e-3,
         affinity: float = 0.0,
+        calibrate: bool = True,
     ) -> None:
         self.shape = shape
+        self.calibrate = calibrate  # scale speculative steps by their bucket's measured / predicted (docstring)
         self.coef = prior  # current coefficients (the prior until data arrives)
         self._prior = prior
         self._ridge = ridge  # weight of the prior, in units of squared normalised features
@@ -133,6 +143,7 @@ class StepTimeModel:
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
+        self._calibration: dict[int, Calibration] = {}  # batch_bucket -> its speculative steps' measured / predicted
         self._drafted = False  # a measured step ran decision-dependent drafting, fitted or not
 
     def experts(self, tokens: float, requests: int, budget: int | None = None, accepted: float | None = None) -> float:
@@ -174,7 +185,11 @@ class StepTimeModel:
     def verify_time(
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
     ) -> float:
-        """The target forward: a plain decode when no request verifies a draft (tokens == requests)."""
+        """The target forward: a plain decode when no request verifies a draft (tokens == requests); a verify is
+        scaled by its bucket's calibration."""
+        return self._raw_verify_time(tokens, requests, budget, accepted) * self._scale(tokens, requests)
+
+    def _raw_verify_time(self, tokens: int, requests: int, budget: int | None, accepted: float | None) -> float:
         c = self.coef
         extra = 0.0 if tokens <= requests else c.verify_extra * requests
         experts = self.experts(tokens, requests, budget, accepted)
@@ -191,14 +206,44 @@ class StepTimeModel:
         accepted: float | None = None,
     ) -> float:
         """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens);
-        `accepted`: drafts expected accepted (`experts`)."""
+        `accepted`: drafts expected accepted (`experts`). A speculative step is scaled by its bucket's calibration."""
+        raw = self._raw_step_time(tokens, requests, draft_steps, draft_tokens, budget, backlog_tokens, accepted)
+        return raw * self._scale(tokens, requests)
+
+    def _raw_step_time(
+        self,
+        tokens: int,
+        requests: int,
+        draft_steps: int,
+        draft_tokens: int,
+        budget: int | None,
+        backlog_tokens: float,
+        accepted: float | None,
+    ) -> float:
         c = self.coef
         draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
         if draft_steps:
             draft += c.per_backlog_token * backlog_tokens
-        return (
-            self.verify_time(tokens, requests, budget, accepted) + draft + self.other_time(tokens <= requests, requests)
-        )
+        verify = self._raw_verify_time(tokens, requests, budget, accepted)
+        return verify + draft + self.other_time(tokens <= requests, requests)
+
+    def _scale(self, tokens: int, requests: int) -> float:
+        """Measured / predicted for a speculative step of this batch size (1 for a plain step or an unmeasured
+        bucket)."""
+        if tokens <= requests:
+            return 1.0
+        found = self._calibration.get(batch_bucket(requests))
+        return 1.0 if found is None else found.ratio
+
+    def calibration_due(self) -> bool:
+        """Whether a batch-size bucket has just measured enough speculative steps to be calibrated (`Calibration`)."""
+        return any(c.due for c in self._calibration.values())
+
+    def error(self, requests: int) -> float | None:
+        """The model's relative error on speculative steps of this batch size (MAD of log measured / predicted);
+        None until its bucket has enough of them."""
+        found = self._calibration.get(batch_bucket(requests))
+        return None if found is None else found.spread
 
     def other_time(self, plain: bool, requests: int) -> float:
         """Seconds of a step outside drafting and the target forward (bookkeeping, acceptance, the KV move), as
@@ -262,6 +307,11 @@ class StepTimeModel:
             self._draft_rows.append(([float(draft_steps), float(draft_tokens), float(backlog_tokens)], draft_s))
         else:
             other_s += draft_s
+        if self.calibrate and not plain and tokens > requests:
+            rows = self._calibration.setdefault(batch_bucket(requests), Calibration(self._predict_raw))
+            rows.add(
+                (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted), verify_s + draft_s + other_s
+            )
         for ema, key in ((self._other, plain), (self._other_by_bucket, (plain, batch_bucket(requests)))):
             last = ema.get(key)
             ema[key] = other_s if last is None else 0.9 * last + 0.1 * other_s
@@ -292,6 +342,13 @@ class StepTimeModel:
             other=other,
             plain_other=self._other.get(True, p.plain_other),
         )
+        for calibration in self._calibration.values():
+            calibration.refit()
+
+    def _predict_raw(self, step: tuple) -> float:
+        """The uncalibrated seconds of a measured step (Calibration's rows)."""
+        tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted = step
+        return self._raw_step_time(tokens, requests, draft_steps, draft_tokens, None, backlog_tokens, accepted)
 
     def _prior_scale(self) -> float:
         """Measured over prior-predicted target forward time of the fitted steps (1 before any): the prior is a
@@ -351,6 +408,56 @@ class SplitAffinity:
         if u_acc < 0 or u_rej < 0:  # the constrained optimum lies on an edge: one u at 0, the other refitted alone
             u_acc, u_rej = (0.0, ry / rr) if u_acc < 0 else (ay / aa, 0.0)
         return min(max(u_acc, 0.0), 1.0), min(max(u_rej, 0.0), 1.0)
+
+
+class Calibration:
+    """A batch-size bucket's latest speculative steps, and the median of measured / predicted step time over them
+    (`ratio`) and the median absolute deviation of its log (`spread`), recomputed with the coefficients of each
+    refit (module docstring). `due`: the bucket has just reached 4, 8 or 16 steps, so a refit would calibrate it:
+    refits come every 16 steps, and in the CPU engine's STANDALONE code cell a batch-1 request verified one draft
+    for 13 steps at 1.24x the price it was speculating on before the next one."""
+
+    DUE_AT = frozenset((4, 8, 16))
+
+    def __init__(self, predict, window: int = 32, min_steps: int = 4) -> None:
+        self._predict = predict  # step -> the uncalibrated model's seconds for it
+        # (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted drafts) and measured seconds
+        self._steps: deque[tuple[tuple, float]] = deque(maxlen=window)
+        self._min_steps = min_steps
+        self._stale = False
+        self._ratio, self._spread = 1.0, None
+        self._added = 0  # steps added in all
+        self.due = False
+
+    def add(self, step: tuple, measured_s: float) -> None:
+        if measured_s > 0:
+            self._steps.append((step, measured_s))
+            self._added += 1
+            self.due = self.due or self._added in self.DUE_AT
+
+    def refit(self) -> None:
+        self._stale, self.due = bool(self._steps), False
+
+    @property
+    def ratio(self) -> float:
+        """Measured / predicted, median; 1 until `min_steps` steps were measured."""
+        self._update()
+        return self._ratio
+
+    @property
+    def spread(self) -> float | None:
+        """MAD of log(measured / predicted); None until `min_steps` steps were measured."""
+        self._update()
+        return self._spread
+
+    def _update(self) -> None:
+        if not self._stale:
+            return
+        self._stale = False
+        logs = [math.log(m / t) for step, m in self._steps if (t := self._predict(step)) > 0]
+        if len(logs) >= self._min_steps:
+            centre = statistics.median(logs)
+            self._ratio, self._spread = math.exp(centre), statistics.median(abs(x - centre) for x in logs)
 
 
 def batch_bucket(requests: int) -> int:

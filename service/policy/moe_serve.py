@@ -18,6 +18,12 @@
            K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1),
            then drop whole the requests whose catch-up outweighs their drafts; keep the D with the lowest J, stop
            after two depths without improvement. K_r never exceeds the tokens r has left after the step's own.
+  margin   a configuration with drafts is chosen over K = 0 only where its J is lower by more than the cost model's
+           measured error at this batch size (StepTimeModel.error: the spread of measured / predicted over the
+           bucket's recent speculative steps; none before it has them, so the first bets are made and measured).
+           Within that error the bet is a coin toss that costs the drafts: in the CPU engine's STANDALONE code cell
+           at batch 1 (moe-fine x48, AMD EPYC) a request whose one-draft verifies were predicted 2.5 % better per
+           token than plain steps and measured within 4 % of their price ran 1.05x of the requests kept at K = 0.
   SLO      a TPOT target (the tightest in the batch, slo.step_time_cap) bounds the batch's mean expected time per
            token, J / B = T · mean_r 1/e_r: a TPOT SLO is a mean over a request's tokens, and speculation lowers it
            although a step takes longer. Minimising J meets the target whenever some configuration does; a probe
@@ -105,7 +111,8 @@ DEFAULT_PRIOR = StepCoefficients(
 )
 
 # steps after which the cost model is refitted besides every `refit_every`: the prior's scale is a GPU's, so the
-# first measured steps replace it at once (a CPU step takes 5-20x what it predicts)
+# first measured steps replace it at once (a CPU step takes 5-20x what it predicts); likewise when a batch size's
+# speculative steps can first be calibrated (StepTimeModel.calibration_due)
 WARM_UP_REFITS = frozenset((1, 2, 4, 8))
 
 
@@ -286,7 +293,9 @@ class MoeServePolicy:
         chains = [chain(p, c) for p, c in zip(probs, caps, strict=True)]
         backlogs = [0.0] * len(chains) if layout is None else amortized(layout.requests, chains)
         zero = [0] * len(chains)
-        best_ks, best = zero, self._objective(zero, chains, cap_s, drafting, layout)
+        plain = self._objective(zero, chains, cap_s, drafting, layout)
+        # margin: speculation must beat K = 0 by more than the cost model's measured error at this batch size
+        best_ks, best = zero, (plain[0], plain[1] * (1.0 - (self.model.error(len(chains)) or 0.0)))
         if layout is not None and layout.verify_layout != "ragged":
             for depth in range(1, max(caps, default=0) + 1):
                 ks = [min(depth, c) for c in caps]
@@ -384,7 +393,8 @@ class MoeServePolicy:
             sum(r.accepted for r in stats.requests),
         )
         self._steps += 1
-        if self._steps % self.refit_every == 0 or (self.warm_up and self._steps in WARM_UP_REFITS):
+        warming = self.warm_up and (self._steps in WARM_UP_REFITS or self.model.calibration_due())
+        if self._steps % self.refit_every == 0 or warming:
             self.model.refit()
 
 

@@ -148,8 +148,9 @@ def test_bad_shape_is_rejected():
 
 
 def test_fixed_drafting_counts_as_step_overhead():
-    """A drafter that does the same work whatever K is (draft_steps = 0): no draft coefficients, its time is `other`."""
-    model = StepTimeModel(MoeShape(64, 8, 4), TRUTH)
+    """A drafter that does the same work whatever K is (draft_steps = 0): no draft coefficients, its time is `other`
+    (the linear fit alone: calibration would scale the step as a whole)."""
+    model = StepTimeModel(MoeShape(64, 8, 4), TRUTH, calibrate=False)
     for batch in (1, 2, 4, 8) * 10:
         model.add(batch * 4, batch, [], 0, 3 * batch, verify_s=0.01, draft_s=0.003, other_s=0.001)
     model.refit()
@@ -175,8 +176,11 @@ def test_drafting_not_yet_fitted_keeps_the_prior_at_the_machines_scale():
 
 
 def test_a_plain_step_is_priced_without_the_verify_path():
-    """Steps where nobody speculated ran a plain decode: the model learns what the verify path adds over it."""
-    model = StepTimeModel(MoeShape(64, 8, 4), StepCoefficients(1e-3, 1e-5, 1e-5, 0.0, 0.0, 1e-3), ridge=1e-6)
+    """Steps where nobody speculated ran a plain decode: the model learns what the verify path adds over it (the
+    linear fit alone: these steps' expert counts do not grow with tokens, which calibration would correct for)."""
+    model = StepTimeModel(
+        MoeShape(64, 8, 4), StepCoefficients(1e-3, 1e-5, 1e-5, 0.0, 0.0, 1e-3), ridge=1e-6, calibrate=False
+    )
     rng = random.Random(0)
     for _ in range(60):
         batch = rng.randint(1, 8)
@@ -306,3 +310,47 @@ def test_routing_learnt_at_a_large_batch_does_not_price_a_small_one():
     assert model.routing(1).affinity == pytest.approx(model.routing(3).affinity)  # 4-7 borrows from batch 1
     assert 0.3 < model.routing(1).affinity < 0.7
     assert model.routing(8).affinity > 0.8  # its own measurement stands
+
+
+def test_speculative_steps_are_priced_as_their_batch_size_measured_them():
+    """The linear fit is shared by every batch size; its error on speculative steps has one sign per bucket (CPU
+    engine: batch-1 verifies 1.24-1.47x its prediction, batch-8 ones 0.80x). After a refit each bucket's speculative
+    steps are priced at what they measured, plain steps are left alone, and the spread of the ratio is reported."""
+    shape = MoeShape(32, 4, 4)
+    model, linear = (StepTimeModel(shape, TRUTH, calibrate=c) for c in (True, False))
+    rng = random.Random(3)
+    for _ in range(40):
+        for m in (model, linear):
+            m.add(1, 1, [4] * 4, 0, 0, verify_s=0.030, draft_s=0.0, other_s=0.0005, plain=True)
+            m.add(8, 8, [20] * 4, 0, 0, verify_s=0.100, draft_s=0.0, other_s=0.001, plain=True)
+        b1 = 0.060 * (1 + rng.uniform(-0.02, 0.02))  # one draft at batch 1: dearer than a line through batch 8
+        b8 = 0.120 * (1 + rng.uniform(-0.02, 0.02))  # one draft each at batch 8
+        for m in (model, linear):
+            m.add(2, 1, [7] * 4, 1, 1, verify_s=b1 - 0.007, draft_s=0.005, other_s=0.002, accepted=1)
+            m.add(16, 8, [24] * 4, 1, 8, verify_s=b8 - 0.009, draft_s=0.006, other_s=0.003, accepted=4)
+    model.refit()
+    linear.refit()
+    assert linear.step_time(2, 1, 1, 1, accepted=1) < 0.057  # the shared line prices batch 1 too cheap
+    assert model.step_time(2, 1, 1, 1, accepted=1) == pytest.approx(0.060, rel=0.03)
+    assert model.step_time(16, 8, 1, 8, accepted=4) == pytest.approx(0.120, rel=0.03)
+    assert model.step_time(1, 1, 0, 0) == linear.step_time(1, 1, 0, 0)  # plain: never scaled
+    assert model.step_time(8, 8, 0, 0) == linear.step_time(8, 8, 0, 0)
+    assert 0.0 < model.error(1) < 0.02 and model.error(4) is None  # batch 4 measured nothing
+    assert model.step_time(8, 4, 1, 4) == linear.step_time(8, 4, 1, 4)  # an unmeasured bucket is not scaled
+    assert linear.error(1) is None
+
+
+def test_a_bucket_asks_for_a_refit_when_it_can_first_be_calibrated():
+    """Refits come every 16 steps; a batch size whose speculative steps were mispriced says so after 4, 8 and 16 of
+    them (the policy refits then while warming up), and is priced by what they measured once refitted."""
+    model = StepTimeModel(MoeShape(32, 4, 4), TRUTH)
+    model.add(1, 1, [4] * 4, 0, 0, verify_s=0.03, draft_s=0.0, other_s=0.0, plain=True)
+    predicted = model.step_time(2, 1, 1, 1, accepted=1)
+    due = []
+    for _ in range(9):
+        model.add(2, 1, [7] * 4, 1, 1, verify_s=2 * predicted, draft_s=0.0, other_s=0.0, accepted=1)
+        due.append(model.calibration_due())
+        if due[-1]:
+            model.refit()
+    assert due == [False, False, False, False, True, False, False, False, True]  # the first step at a size: unfitted
+    assert model.step_time(2, 1, 1, 1, accepted=1) == pytest.approx(2 * predicted, rel=0.05)

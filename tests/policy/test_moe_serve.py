@@ -490,3 +490,24 @@ def test_without_judging_a_new_request_still_probes():
     policy = cpu_like(0.3)
     d = policy.decide(replace(judged_batch(1, rids=("r0",)), judging=False))
     assert d.requests[0].k == policy.probe_k and policy._probing == {"r0"} and not d.judge
+
+
+@pytest.mark.parametrize(("error", "speculates"), [(0.0, True), (0.1, False)])
+def test_a_gain_within_the_cost_models_error_is_not_bet_on(monkeypatch, error, speculates):
+    """Speculation is chosen over K = 0 only where J falls by more than the cost model's measured error at that batch
+    size: a request that gains ~5 % by the model stays plain where the model's steps were off by 10 %."""
+    policy = trained(1, 0.7)
+    view = batch(1)
+    probs, caps = [[0.7] * policy.k_max], [policy.k_max]
+    monkeypatch.setattr(policy.model, "error", lambda requests: 0.0)
+    best = policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)
+    chains = [[0.7 ** (i + 1) for i in range(policy.k_max)]]
+    gain = (
+        1
+        - policy._objective(best, chains, float("inf"), True, view)[1]
+        / policy._objective([0], chains, 1e9, True, view)[1]
+    )
+    assert best[0] > 0 and 0.0 < gain < 0.1  # the prior prices this request's drafts as a small win
+    monkeypatch.setattr(policy.model, "error", lambda requests: error)
+    ks = policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)
+    assert (ks[0] > 0) == speculates
