@@ -39,6 +39,7 @@ import copy
 import math
 import statistics
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from service.policy.least_squares import fit_nonnegative
@@ -419,7 +420,7 @@ class Calibration:
 
     DUE_AT = frozenset((4, 8, 16))
 
-    def __init__(self, predict, window: int = 32, min_steps: int = 4) -> None:
+    def __init__(self, predict: Callable[[tuple], float], window: int = 32, min_steps: int = 4) -> None:
         self._predict = predict  # step -> the uncalibrated model's seconds for it
         # (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted drafts) and measured seconds
         self._steps: deque[tuple[tuple, float]] = deque(maxlen=window)
