@@ -12,9 +12,9 @@ draft is a token the target would have emitted itself, a rejected one (and every
 route differently: on the CPU engine's moe-fine x48 a 4-token STANDALONE verify whose 3 drafts were all accepted hit
 16-21 experts over its 4 layers (about one token's), one whose drafts were rejected 29-48, and took 46-60 ms
 against 82-97. F = B + A·(1 - a_acc) + (n - B - A)·(1 - a_rej) for A expected accepted drafts, a_acc and a_rej
-fitted by least squares on measured steps (`SplitAffinity`); with no fit yet, or no expectation given, the single a.
-Both are learnt per batch-size bucket (1, 2-3, 4-7, 8-15, ...: `Routing`): inverting N is ill-posed once a batch
-covers most experts, where uniform routing over-predicts what one more token adds. Learnt at batch 8 on the CPU
+fitted by least squares on measured steps (`expert_routing.SplitAffinity`); with no fit yet, or no expectation
+given, the single a. Both are learnt per batch-size bucket (1, 2-3, 4-7, 8-15, ...: `Routing`): inverting N is
+ill-posed once a batch covers most experts, where uniform routing over-predicts what one more token adds. Learnt at batch 8 on the CPU
 engine (moe-fine x48, NGRAM: 21 of 32 experts per layer at K = 0) the split priced a rejected draft at 0.1-0.2
 fresh routings, so a batch-1 request that followed (math, p ~ 0.3) kept verifying one draft, predicted +20 % step
 time, at least +58 % measured (static-1 on that cell: 1.58x of no speculation's TPOT; moe-serve 1.29x in the
@@ -28,21 +28,21 @@ Calibration: the linear fit is shared by every batch size, and its residuals on 
 but bias of one sign per batch-size bucket: on the CPU engine (moe-fine x48, AMD EPYC) the batch-1 STANDALONE
 steps took 1.24-1.47x what it predicted (61-67 ms for a one-draft verify priced at 42-49 ms) while the batch-8 NGRAM
 steps took 0.80x. So each bucket keeps its latest speculative steps, and at every refit the median of measured /
-predicted over them (`Calibration`) scales what the model predicts for a speculative step of that size; the
-spread of that ratio (median absolute deviation of its log) is the model's measured error there, which the policy
-asks a predicted gain to exceed (moe_serve.py, margin).
+predicted over them (`step_calibration.Calibration`) scales what the model predicts for a speculative step of that
+size; the spread of that ratio (median absolute deviation of its log) is the model's measured error there, which
+the policy asks a predicted gain to exceed (moe_serve.py, margin).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import statistics
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from service.policy.expert_routing import Routing, batch_bucket
 from service.policy.least_squares import fit_nonnegative
+from service.policy.step_calibration import Calibration
 
 
 def expected_experts(tokens: float, num_experts: int, top_k: float) -> float:
@@ -359,117 +359,3 @@ class StepTimeModel:
         predicted = sum(sum(w * x for w, x in zip(weights, row, strict=True)) for row, _ in self._verify_rows)
         measured = sum(y for _, y in self._verify_rows)
         return measured / predicted if predicted > 0 and measured > 0 else 1.0
-
-
-class SplitAffinity:
-    """Fresh routings per accepted and per rejected draft, (1 - a_acc, 1 - a_rej), by least squares over the latest
-    `window` verify steps: fresh - B = A·u_acc + R·u_rej for A accepted and R rejected drafts (R counts the drafts
-    after the first rejection too), each u kept in [0, 1]. An accepted draft is a token the target emits, so u_acc
-    is pulled toward 0 (its own next token's routing) with the weight of `accepted_prior` accepted drafts squared
-    (default: two steps of three accepted drafts): where drafts are mostly rejected (code and arithmetic at batch 1
-    on the CPU engine) the few accepted ones cannot pin u_acc, and unpinned it came out at 1.0 (every accepted draft
-    priced as fresh experts, 2.1x a plain step for K = 1), so no prose request that followed at batch 1 ever
-    speculated (STANDALONE prose b1 1.05x of none, static-3 0.74x). Needs `min_steps` steps before it answers, and
-    steps of both kinds where the prior is off (`accepted_prior=0`)."""
-
-    def __init__(self, window: int = 64, min_steps: int = 4, accepted_prior: float = 18.0) -> None:
-        if accepted_prior < 0:
-            raise ValueError(f"accepted_prior must be >= 0, got {accepted_prior}")
-        self._rows: deque[tuple[float, float, float]] = deque(maxlen=window)
-        self._min_steps = min_steps
-        self._accepted_prior = accepted_prior
-        self._fit: tuple[float, float] | None = None
-        self._stale = False
-
-    def add(self, accepted: float, rejected: float, fresh_drafts: float) -> None:
-        if accepted < 0 or rejected < 0 or accepted + rejected <= 0:
-            return
-        self._rows.append((float(accepted), float(rejected), float(fresh_drafts)))
-        self._stale = True
-
-    def fresh_per_draft(self) -> tuple[float, float] | None:
-        """(u_acc, u_rej), or None while the steps seen cannot tell them apart."""
-        if self._stale:
-            self._stale, self._fit = False, self._solve()
-        return self._fit
-
-    def _solve(self) -> tuple[float, float] | None:
-        if len(self._rows) < self._min_steps:
-            return None
-        aa = sum(a * a for a, _, _ in self._rows) + self._accepted_prior
-        ar = sum(a * r for a, r, _ in self._rows)
-        rr = sum(r * r for _, r, _ in self._rows)
-        ay = sum(a * y for a, _, y in self._rows)
-        ry = sum(r * y for _, r, y in self._rows)
-        det = aa * rr - ar * ar
-        if det <= 1e-6 * max(aa * rr, 1e-12):
-            return None  # every step accepted the same share of its drafts: the two cannot be told apart
-        u_acc = (ay * rr - ry * ar) / det
-        u_rej = (ry * aa - ay * ar) / det
-        if u_acc < 0 or u_rej < 0:  # the constrained optimum lies on an edge: one u at 0, the other refitted alone
-            u_acc, u_rej = (0.0, ry / rr) if u_acc < 0 else (ay / aa, 0.0)
-        return min(max(u_acc, 0.0), 1.0), min(max(u_rej, 0.0), 1.0)
-
-
-class Calibration:
-    """A batch-size bucket's latest speculative steps, and the median of measured / predicted step time over them
-    (`ratio`) and the median absolute deviation of its log (`spread`), recomputed with the coefficients of each
-    refit (module docstring). `due`: the bucket has just reached 4, 8 or 16 steps, so a refit would calibrate it:
-    refits come every 16 steps, and in the CPU engine's STANDALONE code cell a batch-1 request verified one draft
-    for 13 steps at 1.24x the price it was speculating on before the next one."""
-
-    DUE_AT = frozenset((4, 8, 16))
-
-    def __init__(self, predict: Callable[[tuple], float], window: int = 32, min_steps: int = 4) -> None:
-        self._predict = predict  # step -> the uncalibrated model's seconds for it
-        # (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted drafts) and measured seconds
-        self._steps: deque[tuple[tuple, float]] = deque(maxlen=window)
-        self._min_steps = min_steps
-        self._stale = False
-        self._ratio, self._spread = 1.0, None
-        self._added = 0  # steps added in all
-        self.due = False
-
-    def add(self, step: tuple, measured_s: float) -> None:
-        if measured_s > 0:
-            self._steps.append((step, measured_s))
-            self._added += 1
-            self.due = self.due or self._added in self.DUE_AT
-
-    def refit(self) -> None:
-        self._stale, self.due = bool(self._steps), False
-
-    @property
-    def ratio(self) -> float:
-        """Measured / predicted, median; 1 until `min_steps` steps were measured."""
-        self._update()
-        return self._ratio
-
-    @property
-    def spread(self) -> float | None:
-        """MAD of log(measured / predicted); None until `min_steps` steps were measured."""
-        self._update()
-        return self._spread
-
-    def _update(self) -> None:
-        if not self._stale:
-            return
-        self._stale = False
-        logs = [math.log(m / t) for step, m in self._steps if (t := self._predict(step)) > 0]
-        if len(logs) >= self._min_steps:
-            centre = statistics.median(logs)
-            self._ratio, self._spread = math.exp(centre), statistics.median(abs(x - centre) for x in logs)
-
-
-def batch_bucket(requests: int) -> int:
-    """The batch-size bucket routing is learnt in: 1 for one request, 2 for 2-3, 3 for 4-7, 4 for 8-15, ..."""
-    return max(int(requests), 1).bit_length()
-
-
-@dataclass
-class Routing:
-    """Expert reuse measured in the verifies of one batch-size bucket (module docstring)."""
-
-    affinity: float = 0.0  # P(a request's next verify token reuses its previous token's experts)
-    steps: int = 0  # measured steps with drafts the affinity has learnt from
-    split: SplitAffinity = field(default_factory=SplitAffinity)  # by outcome: accepted, rejected

@@ -4,8 +4,8 @@
                                                   or the drafter's confidences once known, in `trim`)
   T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
              over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts per
-             batch-size bucket (cost_model.Routing) and split by outcome (an accepted draft routes like the target's
-             own next token, a rejected one does not: cost_model.SplitAffinity), the drafts expected accepted
+             batch-size bucket (expert_routing.Routing) and split by outcome (an accepted draft routes like the target's
+             own next token, a rejected one does not: expert_routing.SplitAffinity), the drafts expected accepted
              Σ_r (e_r - 1) taken from the same p,
              coefficients by non-negative least squares from measured steps; draft includes the draft model's
              catch-up over the context of a request that starts drafting (RequestView.draft_backlog), counted in
@@ -18,12 +18,9 @@
            K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1),
            then drop whole the requests whose catch-up outweighs their drafts; keep the D with the lowest J, stop
            after two depths without improvement. K_r never exceeds the tokens r has left after the step's own.
-  margin   a configuration with drafts is chosen over K = 0 only where its J is lower by more than the cost model's
-           measured error at this batch size (StepTimeModel.error: the spread of measured / predicted over the
-           bucket's recent speculative steps; none before it has them, so the first bets are made and measured).
-           Within that error the bet is a coin toss that costs the drafts: in the CPU engine's STANDALONE code cell
-           at batch 1 (moe-fine x48, AMD EPYC) a request whose one-draft verifies were predicted 2.5 % better per
-           token than plain steps and measured within 4 % of their price ran 1.05x of the requests kept at K = 0.
+  margin   drafts are chosen over K = 0 only where J falls by more than the cost model's measured error at this
+           batch size (StepTimeModel.error; none until measured, so first bets are made): a batch-1 code request
+           whose verifies were predicted 2.5 % better per token ran 1.05x of those kept plain (CPU, moe-fine x48).
   SLO      a TPOT target (the tightest in the batch, slo.step_time_cap) bounds the batch's mean expected time per
            token, J / B = T · mean_r 1/e_r: a TPOT SLO is a mean over a request's tokens, and speculation lowers it
            although a step takes longer. Minimising J meets the target whenever some configuration does; a probe
@@ -350,7 +347,7 @@ class MoeServePolicy:
         model: StepTimeModel | None = None,
     ) -> float:
         """Predicted step time. `chains`: the requests' acceptance chains, which give the drafts expected accepted
-        (verify cost depends on them, cost_model.SplitAffinity) and, with `amortize`, each drafting request's
+        (verify cost depends on them, expert_routing.SplitAffinity) and, with `amortize`, each drafting request's
         backlog as its share of one step (`amortized`); without them the backlogs count whole. `model`: the cost
         model to price with (default: the fitted one)."""
         model = model or self.model

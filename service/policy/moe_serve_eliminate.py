@@ -29,7 +29,7 @@ def eliminate(
     step_draft = 1 if drafting else 0
     backlog = sum(b for b, k in zip(backlogs, ks, strict=True) if k > 0) if drafting else 0
 
-    accepted = sum(e) - len(e)  # drafts expected accepted: verify cost depends on them (cost_model.SplitAffinity)
+    accepted = sum(e) - len(e)  # drafts expected accepted: verify cost depends on them (expert_routing.SplitAffinity)
 
     def key(tokens: int, drafted: int, harmonic: float, backlog: float, accepted: float) -> tuple[int, float]:
         if drafting:

@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 
 from service.policy.cost_model import (
     MoeShape,
-    SplitAffinity,
     StepCoefficients,
     StepTimeModel,
     expected_experts,
@@ -16,6 +15,7 @@ from service.policy.cost_model import (
     speedup,
     target_efficiency,
 )
+from service.policy.expert_routing import SplitAffinity
 
 
 @pytest.mark.parametrize(
