@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from bench._cell import flush_cache
 from bench._common import out_dir, table, write_json
 from bench._heldout import PROMPT_SETS, prompt_sets
 from bench._models import DRAFTERS, drafter_speculation, read_checkpoint
@@ -48,11 +49,6 @@ def measure(url: str, prompts: list[list[int]], new_tokens: int) -> dict:
     }
 
 
-def _flush(url: str) -> None:
-    if httpx.post(f"{url}/flush_cache", timeout=60).status_code not in (200, 404):
-        raise RuntimeError(f"{url}/flush_cache failed")
-
-
 def tokenized(model: Path, prompts: dict[str, list[str]], max_tokens: int) -> dict[str, list[list[int]]]:
     """Each prompt as at most its last `max_tokens` token ids (characters per token vary by domain; the model's
     context is short)."""
@@ -73,7 +69,7 @@ def run(model: Path, drafters: list[str], prompts: dict[str, list[list[int]]], a
         with running_engine(config, log_path=folder / f"engine-{drafter}.log") as url:
             domains = {}
             for name, texts in prompts.items():
-                _flush(url)
+                flush_cache(url)
                 domains[PROMPT_SETS[name]] = measure(url, texts, args.new_tokens)
         report[drafter] = {
             "draft_model": spec.draft_model_path,

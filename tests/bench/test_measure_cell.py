@@ -1,8 +1,8 @@
-"""bench.policies' measurement: waves interleave across variants, and a round merges a variant's waves."""
+"""bench.policies' measurement (bench._cell): waves interleave across variants, and a round merges a variant's waves."""
 
 import pytest
 
-from bench import policies
+from bench import _cell as cell
 
 
 def test_waves_interleave_across_variants_and_merge(monkeypatch):
@@ -23,10 +23,10 @@ def test_waves_interleave_across_variants_and_merge(monkeypatch):
             "wall_s": 1.0 * n,
         }
 
-    monkeypatch.setattr(policies, "run_batch", fake_run)
-    monkeypatch.setattr(policies, "served_model", lambda url: "m")
-    monkeypatch.setattr(policies, "_flush", lambda url: None)
-    runs = policies.measure_cell({"A": ("a", None), "B": ("b", None)}, [1, 2, 3], 8, 1, 2)
+    monkeypatch.setattr(cell, "run_batch", fake_run)
+    monkeypatch.setattr(cell, "served_model", lambda url: "m")
+    monkeypatch.setattr(cell, "flush_cache", lambda url: None)
+    runs = cell.measure_cell({"A": ("a", None), "B": ("b", None)}, [1, 2, 3], 8, 1, 2)
     # round 0: wave 0 A then B, wave 1 B then A (rotated by the wave), wave 2 A then B; round 1 starts with B
     assert [c[0] for c in calls[:6]] == ["a", "b", "b", "a", "a", "b"]
     assert [c[0] for c in calls[6:8]] == ["b", "a"]
@@ -41,4 +41,4 @@ def test_waves_interleave_across_variants_and_merge(monkeypatch):
 
 def test_one_wave_is_its_own_measurement(monkeypatch):
     result = {"requests": 8, "tpot_ms": 5.0, "tpot_p90_ms": 6.0, "ttft_ms": 1.0, "e2e_per_token_ms": 5.0}
-    assert policies.merged([result]) is result
+    assert cell.merged([result]) is result

@@ -1,0 +1,71 @@
+"""One cell of an interleaved benchmark: every variant measured in rounds, wave by wave in rotated order, each
+round's waves merged into one measurement, and a row per variant with the median and min-max over rounds."""
+
+from __future__ import annotations
+
+import statistics
+
+import httpx
+
+from bench._load import run_batch, served_model
+
+
+def flush_cache(url: str) -> None:
+    # resets SGLang's radix cache and NGRAM corpus; vLLM's n-gram drafts only from the request itself
+    if httpx.post(f"{url}/flush_cache", timeout=60).status_code not in (200, 404):
+        raise RuntimeError(f"{url}/flush_cache failed")
+
+
+def rotated(names: list[str], round_: int) -> list[str]:
+    shift = round_ % len(names)
+    return names[shift:] + names[:shift]
+
+
+def measure_cell(variants: dict, prompts: list, tokens: int, batch: int, repeats: int) -> dict[str, list[dict]]:
+    """`variants[name] = (url, extra body)`. A variant's measurement in a round is its run over all `prompts`, in
+    waves of `batch` concurrent requests; the waves interleave across variants: wave w of every variant runs before
+    wave w + 1 of any, in an order rotated by round and wave. On this shared machine load from other jobs comes in
+    bursts (decode steps 30-60 % slower for ~10 s in an engine's step log), longer than one batch-1 request and
+    shorter than a variant's whole measurement: interleaved per wave, a burst falls on all variants alike instead of
+    deciding one variant's round. Returns each variant's per-round results (its waves merged, `merged`)."""
+    runs: dict[str, list[dict]] = {name: [] for name in variants}
+    models = {url: served_model(url) for url, _ in variants.values()}
+    waves = [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
+    for round_ in range(repeats):
+        parts: dict[str, list[dict]] = {name: [] for name in variants}
+        for w, wave in enumerate(waves):
+            for name in rotated(list(variants), round_ + w):
+                url, extra = variants[name]
+                flush_cache(url)
+                parts[name].append(run_batch(url, models[url], wave, tokens, batch, extra))
+        for name, results in parts.items():
+            runs[name].append(merged(results))
+    return runs
+
+
+def merged(results: list[dict]) -> dict:
+    """One measurement from the run_batch results of its waves: means over requests (weighted by each wave's
+    requests), the worst wave's P90 TPOT, tokens per second over the waves' summed wall time."""
+    if len(results) == 1:
+        return results[0]
+    n = sum(r["requests"] for r in results)
+    out: dict = {"requests": n}
+    for key in ("tpot_ms", "ttft_ms", "e2e_per_token_ms"):
+        out[key] = sum(r[key] * r["requests"] for r in results) / n
+    out["tpot_p90_ms"] = max(r["tpot_p90_ms"] for r in results)
+    out["tokens_per_s"] = sum(r["tokens"] for r in results) / sum(r["wall_s"] for r in results)
+    return out
+
+
+def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:
+    """One row per variant: median of every metric over rounds, min-max of TPOT and e2e per token, the rounds."""
+    rows = []
+    for name, results in runs.items():
+        row = {**keys, "policy": name, "rounds": len(results)}
+        row |= {key: statistics.median(r[key] for r in results) for key in results[0]}
+        for metric in ("tpot_ms", "e2e_per_token_ms"):
+            values = [r[metric] for r in results]
+            row[f"{metric}_min"], row[f"{metric}_max"] = min(values), max(values)
+            row[f"{metric}_rounds"] = values
+        rows.append(row)
+    return rows
