@@ -17,11 +17,20 @@ Chain nodes are written at their own positions' slots, so when drafts are accept
 
 Judging (`judge`, asked by a policy through Decision.judge for a request at K = 0): the depth-1 forward alone, over
 the tokens the draft cache lacks, root included, with no draft built. Its prediction at position s is the draft
-token a chain rooted at s would have started with; where it equals the token the target emitted at s + 1, the
-next prediction was made from the same context a draft chain would have had, so the run of matches from s is
-exactly what a greedy verify of a chain drafted at s would have accepted. Each output position s since the last
-judgement becomes one ShadowOutcome (the policy's acceptance without a verify, at the cost of one draft forward
-and no verify), and the draft cache is in step afterwards, so a request that then speculates has no catch-up.
+token a chain rooted at s would have started with; where it equals the token the target emitted at s + 1, the next
+prediction was made from the same context a draft chain would have had, so the run of matches from s is exactly what
+a greedy verify of a chain drafted at s would have accepted. The emitted tokens are then replayed as speculation at
+the full depth would have decoded them: a chain at the first output token, the next one at the token after its first
+rejection (the target's correction) or after its full depth (the bonus), and so on, as NGRAM's unverified drafts are
+walked one at a time (shadow.py); each chain becomes one ShadowOutcome (the policy's acceptance without a verify, at
+the cost of one draft forward and no verify). Not a chain at every position: a token the draft cannot predict would
+be counted as the rejection of every chain that reaches it (up to `max_depth` of them) where a verify meets it once:
+in the CPU engine's prose cell (moe-fine x48, batch 1) a request judged at every position after 4 tokens read 3 of 7
+positions accepted, its fourth token rejected by three chains, where static K = 3 accepted 2 of 3 drafts on its
+first verify and 3 of 3 from its third on (the replay reads 2 of 3). The prompt's last token is no root either: the
+target's prefill emits the first output token, so no chain ever predicts it (the first output token is often the
+hardest: two of the three prose requests missed it). The draft cache is in step afterwards, so a request that then
+speculates has no catch-up.
 """
 
 from __future__ import annotations
@@ -114,8 +123,8 @@ class DraftModelDrafter:
             req = batch.reqs[r.row]
             part = self._lag_part(req, r.seq_len)  # tokens [start, seq_len]
             start = part.prefix
-            # roots whose next token the target emitted: the prompt's last token and the outputs before the root
-            judged_roots = range(max(start, len(req.origin_input_ids) - 1), r.seq_len)
+            # roots whose next token the target emitted: the outputs before the root (module docstring, judging)
+            judged_roots = range(max(start, len(req.origin_input_ids)), r.seq_len)
             roots.append((req.rid, [part.tokens[s + 1 - start] for s in judged_roots]))
             logit_rows += [offset + s - start for s in judged_roots]
             parts.append(part)
@@ -127,9 +136,7 @@ class DraftModelDrafter:
         for (rid, emitted), r in zip(roots, judged, strict=True):
             hits = [p == t for p, t in zip(predicted[at : at + len(emitted)], emitted, strict=True)]
             at += len(emitted)
-            outcomes += [
-                ShadowOutcome(rid, self.max_depth, *_chain_outcome(hits[j:], self.max_depth)) for j in range(len(hits))
-            ]
+            outcomes += [ShadowOutcome(rid, self.max_depth, k, a) for k, a in _replayed(hits, self.max_depth)]
             self.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
         return tuple(outcomes), sum(len(p.tokens) for p in parts) - len(judged)
 
@@ -258,6 +265,18 @@ def _chain_outcome(hits: list[bool], depth: int) -> tuple[int, int]:
             return accepted + 1, accepted
         accepted += 1
     return accepted, accepted
+
+
+def _replayed(hits: list[bool], depth: int) -> list[tuple[int, int]]:
+    """(positions judged, positions accepted) of each chain speculation at `depth` would have verified along the
+    emitted tokens, `hits[s]` whether the draft's prediction at root s matched (module docstring, judging): a chain
+    at the first root, each next one at the token after the previous chain's accepted run."""
+    chains, root = [], 0
+    while root < len(hits):
+        judged, accepted = _chain_outcome(hits[root:], depth)
+        chains.append((judged, accepted))
+        root += accepted + 1
+    return chains
 
 
 def _tokens(req) -> list[int]:

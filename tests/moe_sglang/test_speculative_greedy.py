@@ -102,7 +102,8 @@ def test_standalone_judges_its_draft_model_without_a_verify(draft, accepting, pl
         out = generate(url, prompt, LONG, ignore_eos=True, custom_params=custom)
         assert out["output_ids"] == plain_outputs[(tuple(prompt), LONG)]
         stats = out["meta_info"][META_KEY][0]
-        assert stats["num_shadow_drafts"] >= 4, stats  # judge_after = 4 tokens emitted: 4 positions at least
+        # judge_after = 4 tokens emitted: the 3 after the first (the prefill's) are judged at least
+        assert stats["num_shadow_drafts"] >= 3, stats
         judged, accepted = judged + stats["num_shadow_drafts"], accepted + stats["num_shadow_accepted_drafts"]
     if accepting:
         assert accepted == judged, (accepted, judged)
