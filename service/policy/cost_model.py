@@ -29,8 +29,10 @@ but bias of one sign per batch-size bucket: on the CPU engine (moe-fine x48, AMD
 steps took 1.24-1.47x what it predicted (61-67 ms for a one-draft verify priced at 42-49 ms) while the batch-8 NGRAM
 steps took 0.80x. So each bucket keeps its latest speculative steps, and at every refit the median of measured /
 predicted over them (`step_calibration.Calibration`) scales what the model predicts for a speculative step of that
-size; the spread of that ratio (median absolute deviation of its log) is the model's measured error there, which
-the policy asks a predicted gain to exceed (moe_serve.py, margin).
+size, taken per group of like steps (the same draft depth, mostly accepted or not) where the group has enough of
+them, since the fit is off by different factors for different steps; the spread of that ratio (median absolute
+deviation of its log about each step's group) is the model's measured error there, which the policy asks a
+predicted gain to exceed (moe_serve.py, margin).
 """
 
 from __future__ import annotations
@@ -188,7 +190,7 @@ class StepTimeModel:
     ) -> float:
         """The target forward: a plain decode when no request verifies a draft (tokens == requests); a verify is
         scaled by its bucket's calibration."""
-        return self._raw_verify_time(tokens, requests, budget, accepted) * self._scale(tokens, requests)
+        return self._raw_verify_time(tokens, requests, budget, accepted) * self._scale(tokens, requests, None, accepted)
 
     def _raw_verify_time(self, tokens: int, requests: int, budget: int | None, accepted: float | None) -> float:
         c = self.coef
@@ -209,7 +211,7 @@ class StepTimeModel:
         """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens);
         `accepted`: drafts expected accepted (`experts`). A speculative step is scaled by its bucket's calibration."""
         raw = self._raw_step_time(tokens, requests, draft_steps, draft_tokens, budget, backlog_tokens, accepted)
-        return raw * self._scale(tokens, requests)
+        return raw * self._scale(tokens, requests, draft_steps, accepted)
 
     def _raw_step_time(
         self,
@@ -228,23 +230,26 @@ class StepTimeModel:
         verify = self._raw_verify_time(tokens, requests, budget, accepted)
         return verify + draft + self.other_time(tokens <= requests, requests)
 
-    def _scale(self, tokens: int, requests: int) -> float:
-        """Measured / predicted for a speculative step of this batch size (1 for a plain step or an unmeasured
-        bucket)."""
+    def _scale(self, tokens: int, requests: int, draft_steps: int | None, accepted: float | None) -> float:
+        """Measured / predicted for a speculative step of this batch size, draft depth and expected outcome
+        (Calibration.ratio_for; 1 for a plain step or an unmeasured bucket)."""
         if tokens <= requests:
             return 1.0
         found = self._calibration.get(batch_bucket(requests))
-        return 1.0 if found is None else found.ratio
+        if found is None:
+            return 1.0
+        return found.ratio_for(draft_steps, None if accepted is None else accepted / (tokens - requests))
 
     def calibration_due(self) -> bool:
         """Whether a batch-size bucket has just measured enough speculative steps to be calibrated (`Calibration`)."""
         return any(c.due for c in self._calibration.values())
 
-    def error(self, requests: int) -> float | None:
-        """The model's relative error on speculative steps of this batch size (MAD of log measured / predicted);
-        None until its bucket has enough of them."""
+    def error(self, requests: int, draft_steps: int | None = None) -> float | None:
+        """The model's relative error on speculative steps of this batch size (MAD of log measured / predicted),
+        of this draft depth where the drafter's steps follow it (Calibration.spread_for); None until its bucket
+        (or that depth in it) has enough of them."""
         found = self._calibration.get(batch_bucket(requests))
-        return None if found is None else found.spread
+        return None if found is None else found.spread_for(draft_steps)
 
     def other_time(self, plain: bool, requests: int) -> float:
         """Seconds of a step outside drafting and the target forward (bookkeeping, acceptance, the KV move), as

@@ -28,7 +28,7 @@ def probe_breaks_slo(
     if over:
         return False  # over anyway: the probe does not decide it
     if any(r.tokens_left is None for r in batch.requests):
-        return self._over_slo(ks, probs, batch)
+        return self._objective(ks, self._chains(probs, ks), cap, True, batch)[0] == 1
     extra = self._time(ks, True, batch, self._chains(probs, ks), False) - self._time(
         chosen, True, batch, self._chains(probs, chosen), False
     )

@@ -13,7 +13,17 @@ class Calibration:
     (`ratio`) and the median absolute deviation of its log (`spread`), recomputed with the coefficients of each
     refit (module docstring). `due`: the bucket has just reached 4, 8 or 16 steps, so a refit would calibrate it:
     refits come every 16 steps, and in the CPU engine's STANDALONE code cell a batch-1 request verified one draft
-    for 13 steps at 1.24x the price it was speculating on before the next one."""
+    for 13 steps at 1.24x the price it was speculating on before the next one.
+
+    The ratio is taken per group of like steps where the group has `min_steps` of them: the same draft depth
+    (draft steps) and the same outcome (at least half the drafts accepted, or not), else the same depth, else the
+    same outcome, else all (`ratio_for`). The linear model is off by different factors for different steps: on the
+    CPU engine (STANDALONE, moe-fine x48, batch 1) static K = 3's 3-draft steps took 70-76 ms where all drafts
+    were accepted and 100-120 ms where at most one was, while moe-serve's one-draft steps ran ~1.3x their
+    prediction; one ratio over such a mix scales each by the wrong factor. (A policy's model learns only from the
+    steps it takes part in: at batch 1 moe-serve's were one- and two-draft steps, so its price of a 3-draft step,
+    114-120 ms at p = 0.9, still comes from the fit's extrapolation.) `spread` is the MAD of each step's log ratio
+    about its own group's."""
 
     DUE_AT = frozenset((4, 8, 16))
 
@@ -24,6 +34,9 @@ class Calibration:
         self._min_steps = min_steps
         self._stale = False
         self._ratio, self._spread = 1.0, None
+        self._groups: dict[tuple, float] = {(): 0.0}  # group key (`_keys`) -> median log ratio, where min_steps
+        self._memo: dict[tuple, float] = {}  # (draft_steps, mostly accepted) -> `ratio_for`'s answer
+        self._depth_spread: dict[int, float] = {}  # draft steps > 0 -> `spread` of its steps, where min_steps
         self._added = 0  # steps added in all
         self.due = False
 
@@ -38,9 +51,21 @@ class Calibration:
 
     @property
     def ratio(self) -> float:
-        """Measured / predicted, median; 1 until `min_steps` steps were measured."""
+        """Measured / predicted, median over all steps; 1 until `min_steps` steps were measured."""
         self._update()
         return self._ratio
+
+    def ratio_for(self, draft_steps: int | None, accepted_share: float | None) -> float:
+        """Measured / predicted of the most alike group with `min_steps` steps (class docstring): `draft_steps` of
+        the step priced (None: not known), `accepted_share` the share of its drafts expected accepted (None: not
+        known)."""
+        self._update()
+        memo_key = (draft_steps, None if accepted_share is None else accepted_share >= 0.5)
+        found = self._memo.get(memo_key)
+        if found is None:  # priced for every configuration tried: looked up once per refit
+            centre = next(self._groups[k] for k in _keys(draft_steps, accepted_share) if k in self._groups)
+            found = self._memo[memo_key] = math.exp(centre)
+        return found
 
     @property
     def spread(self) -> float | None:
@@ -48,11 +73,57 @@ class Calibration:
         self._update()
         return self._spread
 
+    def spread_for(self, draft_steps: int | None) -> float | None:
+        """The spread over the steps of this draft depth; None where fewer than `min_steps` were measured, unless
+        no measured step drafted per depth (a drafter whose work does not follow K, as NGRAM's lookup) or the
+        depth is not known (None): then `spread`."""
+        self._update()
+        if not draft_steps or not self._depth_spread:
+            return self._spread
+        return self._depth_spread.get(draft_steps)
+
     def _update(self) -> None:
         if not self._stale:
             return
-        self._stale = False
-        logs = [math.log(m / t) for step, m in self._steps if (t := self._predict(step)) > 0]
-        if len(logs) >= self._min_steps:
-            centre = statistics.median(logs)
-            self._ratio, self._spread = math.exp(centre), statistics.median(abs(x - centre) for x in logs)
+        self._stale, self._memo = False, {}
+        rows = [(step, math.log(m / t)) for step, m in self._steps if (t := self._predict(step)) > 0]
+        if len(rows) < self._min_steps:
+            return
+        by_key: dict[tuple, list[float]] = {}
+        for step, x in rows:
+            for key in _step_keys(step):
+                by_key.setdefault(key, []).append(x)
+        self._groups = {k: statistics.median(xs) for k, xs in by_key.items() if len(xs) >= self._min_steps}
+        self._ratio = math.exp(self._groups[()])
+        own = [abs(x - self._own_centre(step)) for step, x in rows]
+        self._spread = statistics.median(own)
+        by_depth: dict[int, list[float]] = {}
+        for (step, _), x in zip(rows, own, strict=True):
+            if step[2] > 0:
+                by_depth.setdefault(step[2], []).append(x)
+        self._depth_spread = {d: statistics.median(xs) for d, xs in by_depth.items() if len(xs) >= self._min_steps}
+
+    def _own_centre(self, step: tuple) -> float:
+        """The median log ratio of the most alike group with min_steps steps that holds `step`."""
+        return next(self._groups[k] for k in _step_keys(step) if k in self._groups)
+
+
+def _keys(draft_steps: int | None, accepted_share: float | None) -> list[tuple]:
+    """Group keys from the most alike to all steps (Calibration's docstring)."""
+    mostly = None if accepted_share is None else accepted_share >= 0.5
+    keys: list[tuple] = []
+    if draft_steps is not None and mostly is not None:
+        keys.append(("depth-outcome", draft_steps, mostly))
+    if draft_steps is not None:
+        keys.append(("depth", draft_steps))
+    if mostly is not None:
+        keys.append(("outcome", mostly))
+    return [*keys, ()]
+
+
+def _step_keys(step: tuple) -> list[tuple]:
+    """`_keys` of a measured step: (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted)."""
+    tokens, requests, draft_steps, _, _, accepted = step
+    drafts = tokens - requests
+    share = None if accepted is None or drafts <= 0 else accepted / drafts
+    return _keys(draft_steps, share)

@@ -354,3 +354,43 @@ def test_a_bucket_asks_for_a_refit_when_it_can_first_be_calibrated():
             model.refit()
     assert due == [False, False, False, False, True, False, False, False, True]  # the first step at a size: unfitted
     assert model.step_time(2, 1, 1, 1, accepted=1) == pytest.approx(2 * predicted, rel=0.05)
+
+
+def test_calibration_groups_fall_back_to_coarser_ones_until_they_have_enough_steps():
+    """Calibration.ratio_for: the group of the same draft depth and outcome where it has min_steps steps, else the
+    same depth, else the same outcome, else all steps."""
+    from service.policy.step_calibration import Calibration
+
+    calibration = Calibration(lambda step: 1.0, min_steps=4)
+    # (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted): 3-draft steps, accepted or not
+    for _ in range(4):
+        calibration.add((4, 1, 3, 3, 0, 3), 2.0)
+        calibration.add((4, 1, 3, 3, 0, 0), 4.0)
+    for _ in range(3):
+        calibration.add((2, 1, 1, 1, 0, 1), 8.0)  # one-draft steps: too few for a group of their own
+    calibration.refit()
+    assert calibration.ratio_for(3, 1.0) == pytest.approx(2.0)
+    assert calibration.ratio_for(3, 0.2) == pytest.approx(4.0)
+    assert calibration.ratio_for(3, None) == pytest.approx(8**0.5)  # the depth's 8 steps: between the 2s and 4s
+    assert calibration.ratio_for(1, 1.0) == pytest.approx(2.0)  # depth 1 too thin: the mostly accepted steps'
+    assert calibration.ratio_for(None, None) == calibration.ratio == pytest.approx(4.0)
+    assert calibration.spread == pytest.approx(0.0)  # 8 of 11 steps sit at their own group's ratio
+
+
+def test_the_error_is_the_spread_of_the_steps_at_the_depth_priced():
+    """Calibration.spread_for: a measured draft depth's own spread; None for a depth not measured; the spread of
+    all steps where no step drafted per depth (NGRAM's lookup does not follow K)."""
+    from service.policy.step_calibration import Calibration
+
+    calibration = Calibration(lambda step: 1.0, min_steps=4)
+    for i in range(8):
+        calibration.add((2, 1, 1, 1, 0, 1), 2.0 * (1.1 if i % 2 else 1.0))  # one-draft steps, 10 % apart
+    calibration.refit()
+    assert calibration.spread_for(1) == pytest.approx(math.log(1.1) / 2)
+    assert calibration.spread_for(3) is None
+    assert calibration.spread_for(None) == calibration.spread
+    lookups = Calibration(lambda step: 1.0, min_steps=4)
+    for i in range(8):
+        lookups.add((4, 1, 0, 3, 0, 3), 2.0 * (1.1 if i % 2 else 1.0))  # draft_steps 0: a lookup
+    lookups.refit()
+    assert lookups.spread_for(3) == lookups.spread == pytest.approx(math.log(1.1) / 2)

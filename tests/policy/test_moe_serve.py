@@ -319,18 +319,37 @@ def test_a_request_likely_to_be_accepted_is_priced_by_what_accepted_drafts_cost(
     """The CPU engine's STANDALONE steps at batch 1 (moe-fine x48): 4-token verifies whose drafts were accepted hit
     one token's experts and cost ~1.4x a plain step, rejected ones ~2.5x. A request at p = 0.6 gains from K > 0
     only at the accepted drafts' price, which the single affinity (learnt mostly from rejected steps) does not
-    give it."""
+    give it. The split alone here (the calibration off): step_calibration's groups by outcome are a second way
+    to the same price (next test)."""
+    policy = accepted_and_rejected_steps(calibrate=False)
+    probs = [[0.6] * 3]
+    assert policy.allocate(probs, [3], float("inf"), drafting=True) != [0]
+    policy.model.routing(1).split = SplitAffinity()  # forget the split: the single affinity prices every draft alike
+    assert policy.allocate(probs, [3], float("inf"), drafting=True) == [0]
+
+
+def test_the_calibration_prices_mostly_accepted_steps_by_their_own_ratio():
+    """The steps of the test above, the split forgotten: the calibration's group of mostly accepted 3-draft steps
+    (measured below the single affinity's price) and its group of rejected ones (the median of all) price a request at
+    p = 0.6 apart, so it speculates; one ratio over all of them would not let it (step_calibration.Calibration)."""
+    policy = accepted_and_rejected_steps(calibrate=True)
+    policy.model.routing(1).split = SplitAffinity()
+    probs = [[0.6] * 3]
+    assert policy.allocate(probs, [3], float("inf"), drafting=True) != [0]
+    calibration = policy.model._calibration[1]
+    assert calibration.ratio_for(3, 1.0) < calibration.ratio <= calibration.ratio_for(3, 0.0)
+
+
+def accepted_and_rejected_steps(calibrate: bool) -> MoeServePolicy:
     policy = MoeServePolicy(num_experts=32, top_k=4, num_layers=4, refit_every=10_000, warm_up=False)
+    policy.model.calibrate = calibrate
     plain = replace(stats([0], [0], 0.0294 / 0.9, unique=(4,) * 4), plain=True, draft_steps=0)
     good = stats([3], [3], 0.0404 / 0.9, unique=(4,) * 4)
     bad = stats([3], [0], 0.074 / 0.9, unique=(10,) * 4)
     for step in [plain] * 8 + [good, bad, bad, bad] * 5:
         policy.observe(step)
     policy.model.refit()
-    probs = [[0.6] * 3]
-    assert policy.allocate(probs, [3], float("inf"), drafting=True) != [0]
-    policy.model.routing(1).split = SplitAffinity()  # forget the split: the single affinity prices every draft alike
-    assert policy.allocate(probs, [3], float("inf"), drafting=True) == [0]
+    return policy
 
 
 def cpu_like(acceptance_prior):
@@ -499,7 +518,7 @@ def test_a_gain_within_the_cost_models_error_is_not_bet_on(monkeypatch, error, s
     policy = trained(1, 0.7)
     view = batch(1)
     probs, caps = [[0.7] * policy.k_max], [policy.k_max]
-    monkeypatch.setattr(policy.model, "error", lambda requests: 0.0)
+    monkeypatch.setattr(policy.model, "error", lambda requests, draft_steps=None: 0.0)
     best = policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)
     chains = [[0.7 ** (i + 1) for i in range(policy.k_max)]]
     gain = (
@@ -508,6 +527,20 @@ def test_a_gain_within_the_cost_models_error_is_not_bet_on(monkeypatch, error, s
         / policy._objective([0], chains, float("inf"), True, view)[1]
     )
     assert best[0] > 0 and 0.0 < gain < 0.1  # the prior prices this request's drafts as a small win
-    monkeypatch.setattr(policy.model, "error", lambda requests: error)
+    monkeypatch.setattr(policy.model, "error", lambda requests, draft_steps=None: error)
     ks = policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)
     assert (ks[0] > 0) == speculates
+
+
+def test_a_draft_depth_the_model_has_not_measured_carries_no_margin(monkeypatch):
+    """The margin is the error measured on steps of the same draft depth (StepTimeModel.error): a depth the policy
+    never ran has no measured error, so its first bets are made (at batch 1 on the CPU engine moe-serve ran one-
+    and two-draft steps only, and a prose request at p = 0.94, priced 5 % better at K = 3, stayed plain under the
+    one-draft steps' 7.7 %)."""
+    policy = trained(1, 0.7)
+    view = batch(1)
+    probs, caps = [[0.7] * policy.k_max], [policy.k_max]
+    monkeypatch.setattr(policy.model, "error", lambda requests, draft_steps=None: 0.1)
+    assert policy.allocate(probs, caps, float("inf"), drafting=True, layout=view) == [0]
+    monkeypatch.setattr(policy.model, "error", lambda requests, draft_steps=None: 0.1 if draft_steps == 1 else None)
+    assert policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)[0] > 1
