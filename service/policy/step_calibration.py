@@ -74,9 +74,9 @@ class Calibration:
         return self._spread
 
     def spread_for(self, draft_steps: int | None) -> float | None:
-        """The spread over the steps of this draft depth; None where fewer than `min_steps` were measured, unless
-        no measured step drafted per depth (a drafter whose work does not follow K, as NGRAM's lookup) or the
-        depth is not known (None): then `spread`."""
+        """The spread over the steps of this draft depth; None where fewer than `min_steps` were measured while
+        another depth has them. `spread` where the depth is not known (None) or no depth has them (as with a
+        drafter whose work does not follow K, NGRAM's lookup: its steps have no draft steps)."""
         self._update()
         if not draft_steps or not self._depth_spread:
             return self._spread
