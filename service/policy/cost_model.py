@@ -14,12 +14,12 @@ route differently: on the CPU engine's moe-fine x48 a 4-token STANDALONE verify 
 against 82-97. F = B + A·(1 - a_acc) + (n - B - A)·(1 - a_rej) for A expected accepted drafts, a_acc and a_rej
 fitted by least squares on measured steps (`expert_routing.SplitAffinity`); with no fit yet, or no expectation
 given, the single a. Both are learnt per batch-size bucket (1, 2-3, 4-7, 8-15, ...: `Routing`): inverting N is
-ill-posed once a batch covers most experts, where uniform routing over-predicts what one more token adds. Learnt at batch 8 on the CPU
-engine (moe-fine x48, NGRAM: 21 of 32 experts per layer at K = 0) the split priced a rejected draft at 0.1-0.2
-fresh routings, so a batch-1 request that followed (math, p ~ 0.3) kept verifying one draft, predicted +20 % step
-time, at least +58 % measured (static-1 on that cell: 1.58x of no speculation's TPOT; moe-serve 1.29x in the
-deciding bench). A bucket not measured yet
-borrows from the nearest smaller one measured (less saturated), else starts from the prior affinity.
+ill-posed once a batch covers most experts, where uniform routing over-predicts what one more token adds. Learnt at
+batch 8 on the CPU engine (moe-fine x48, NGRAM: 21 of 32 experts per layer at K = 0) the split priced a rejected
+draft at 0.1-0.2 fresh routings, so a batch-1 request that followed (math, p ~ 0.3) kept verifying one draft,
+predicted +20 % step time, at least +58 % measured (static-1 on that cell: 1.58x of no speculation's TPOT; moe-serve
+1.29x in the deciding bench). A bucket not measured yet borrows from the nearest smaller one measured (less
+saturated), else starts from the prior affinity.
 An engine that runs a plain decode when nobody verifies a draft (moe-serve's) skips the verify path's fixed work
 (tree bookkeeping, acceptance, the KV move): `verify_extra` (per request) and a separate per-step overhead
 (`StepTimeModel.other_time`, per batch-size bucket) price that difference,

@@ -4,9 +4,9 @@
                                                   or the drafter's confidences once known, in `trim`)
   T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
              over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts per
-             batch-size bucket (expert_routing.Routing) and split by outcome (an accepted draft routes like the target's
-             own next token, a rejected one does not: expert_routing.SplitAffinity), the drafts expected accepted
-             Σ_r (e_r - 1) taken from the same p,
+             batch-size bucket (expert_routing.Routing) and split by outcome (an accepted draft routes like the
+             target's own next token, a rejected one does not: expert_routing.SplitAffinity), the drafts expected
+             accepted Σ_r (e_r - 1) taken from the same p,
              coefficients by non-negative least squares from measured steps; draft includes the draft model's
              catch-up over the context of a request that starts drafting (RequestView.draft_backlog), counted in
              each step as its share over the request's remaining life (tokens_left / e_r steps: it is paid once),
@@ -75,11 +75,12 @@
            after twice as many each time, where speculating could pay at an optimistic bound on what it measured
            (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps
            a prose request whose first 4 tokens matched the draft half the time waited half its 32 tokens before
-           the judgement that found 0.9). With `judged_first` it does not speculate before its first judgement, for the reason
-           given for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at once on the
-           acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of none's TPOT where the
-           judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft cache lacks (which it then
-           holds, so speculation that follows has no catch-up) and no verify: in the CPU engine's STANDALONE cells
+           the judgement that found 0.9). With `judged_first` it does not speculate before its first judgement, for
+           the reason given for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at
+           once on the acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of none's TPOT
+           where the judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft cache
+           lacks (which it then holds, so speculation that follows has no catch-up) and no verify: in the CPU
+           engine's STANDALONE cells
            a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine
            x48: every request probed once and never speculated after, 1.10-1.13x of none's TPOT).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the

@@ -19,8 +19,8 @@ class Calibration:
     (draft steps) and the same outcome (at least half the drafts accepted, or not), else the same depth, else the
     same outcome, else all (`ratio_for`). The linear model is off by different factors for different steps: on the
     CPU engine (STANDALONE, moe-fine x48, batch 1) static K = 3's 3-draft steps took 70-76 ms where all drafts
-    were accepted and 100-120 ms where at most one was, while moe-serve's one-draft steps ran ~1.3x their
-    prediction; one ratio over such a mix scales each by the wrong factor. (A policy's model learns only from the
+    were accepted and 100-127 ms where at most one was, while moe-serve's one- and two-draft steps ran 1.15-1.35x
+    their prediction; one ratio over such a mix scales each by the wrong factor. (A policy's model learns only from the
     steps it takes part in: at batch 1 moe-serve's were one- and two-draft steps, so its price of a 3-draft step,
     114-120 ms at p = 0.9, still comes from the fit's extrapolation.) `spread` is the MAD of each step's log ratio
     about its own group's."""
