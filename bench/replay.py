@@ -27,8 +27,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
-
+from bench._cell import flush_cache
 from bench._common import add_engine_threads_argument, figure, out_dir, save_figure, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._load import run_batch, served_model
@@ -100,7 +99,7 @@ def scaled_to(s: Schedule, capacity_tokens_per_s: float, load: float) -> Schedul
 
 
 def replay_once(url: str, s: Schedule, prompts: list[str], hints: dict | None):
-    httpx.post(f"{url}/flush_cache", timeout=60).raise_for_status()
+    flush_cache(url)
     # skip_special_tokens=False: end-of-text tokens (ignore_eos keeps generating) stream as text the replayer times
     extra = {"skip_special_tokens": False} | ({} if hints is None else {"custom_params": {"moe_serve": hints}})
     config = replay_module.ReplayConfig(url=url, model=served_model(url), timeout_s=300, extra_body=extra)

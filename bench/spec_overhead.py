@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from bench._cell import flush_cache
 from bench._common import add_engine_threads_argument, cpu_info, out_dir, table, write_json
 from bench._heldout import prompt_sets
 from bench._load import complete, run_batch, served_model
@@ -69,17 +70,13 @@ def cpu_seconds(url: str) -> float:
     return total
 
 
-def flush(url: str) -> None:
-    httpx.post(f"{url}/flush_cache", timeout=60).raise_for_status()  # radix cache and NGRAM corpus
-
-
 def verify_tokens(url: str) -> float:
     text = httpx.get(f"{url}/metrics", timeout=30).text
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(VERIFY_TOKENS + "_total"))
 
 
 def timed_run(url: str, prompts: list, tokens: int, batch: int, extra: dict | None) -> dict:
-    flush(url)
+    flush_cache(url)
     cpu, counted = cpu_seconds(url), verify_tokens(url)
     result = run_batch(url, served_model(url), prompts, tokens, batch, extra)
     produced = result["requests"] * tokens
@@ -142,7 +139,7 @@ def layout_rows(urls: dict[str, str], drafter: str, prompts: list, tokens: int, 
 
 
 def _mixed_batch(url: str, prompts: list, tokens: int) -> dict:
-    flush(url)
+    flush_cache(url)
     counted, cpu = verify_tokens(url), cpu_seconds(url)
     model = served_model(url)
 
