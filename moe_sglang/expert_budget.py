@@ -61,6 +61,16 @@ class VerifyExperts:
             dropped = int((wanted & ~torch.stack([self.touched[i] for i in budgeted])[:, 1:]).sum())
         return tuple(int(u) for u in unique), dropped
 
+    def token_experts(self) -> torch.Tensor | None:
+        """[L, T, k] the experts each token routed to, unbudgeted layers in layer order (in a plain decode token t is
+        request t's); None where nothing was routed, a budget changed the routing, or layers saw different shapes."""
+        if not self.routed or self.touched:
+            return None
+        ids = [torch.cat(self.routed[i]) for i in sorted(self.routed)]
+        if len({tuple(t.shape) for t in ids}) > 1:
+            return None
+        return torch.stack(ids)
+
     def _routed_masks(self) -> dict[int, torch.Tensor]:
         """[E + 1] bool per unbudgeted layer, all layers in one scatter (slot 0 absorbs id -1, as _experts_mask)."""
         if not self.routed:

@@ -23,6 +23,8 @@ read vLLM's (`--per-request-spec-decode-metrics summary`) read ours, plus moe-se
     num_shadow_drafts          draft positions judged without a verify (NGRAM drafts of K = 0 steps, shadow.py;
                                STANDALONE judgements, draft_model.py)
     num_shadow_accepted_drafts those the emitted tokens matched
+    expert_reuse               mean share of a plain-decoded token's experts (over MoE layers) that the token before
+                               it also routed to (None: no such pair), what an accepted draft would reuse
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class RequestSpecStats:
     plain_steps: int = 0  # decode steps outside the speculative step (engine without speculation)
     shadow_judged: int = 0  # draft positions judged against the emitted tokens instead of verified
     shadow_accepted: int = 0  # of them, matched
+    reuse_sum: float = 0.0  # expert reuse summed over the plain steps that measured it
+    reuse_steps: int = 0  # those steps
 
     def add(self, policy: str, k: int, verified: int, accepted: int) -> None:
         self.policy = policy
@@ -77,6 +81,7 @@ class RequestSpecStats:
             "num_steps_k0": k_hist[0],
             "num_shadow_drafts": self.shadow_judged,
             "num_shadow_accepted_drafts": self.shadow_accepted,
+            "expert_reuse": self.reuse_sum / self.reuse_steps if self.reuse_steps else None,
         }
 
 
@@ -94,17 +99,22 @@ class RequestStatsBook:
         ks_chosen: Sequence[int],
         verified: Sequence[int],
         accepted: Sequence[int],
+        reuse: Sequence[float | None] | None = None,
     ) -> None:
         """One decode step of the batch, in batch order: request rids[i] ran under policies[i], which chose
         K = ks_chosen[i]; the target verified verified[i] = min(K, draft depth) of its drafts and accepted
-        accepted[i] <= verified[i] of them."""
-        for rid, policy, k, v, a in zip(rids, policies, ks_chosen, verified, accepted, strict=True):
+        accepted[i] <= verified[i] of them; reuse[i]: its token's expert reuse (RequestStepStats.expert_reuse)."""
+        reuse = reuse or [None] * len(rids)
+        for rid, policy, k, v, a, r in zip(rids, policies, ks_chosen, verified, accepted, reuse, strict=True):
             stats = self._live.get(rid)
             if stats is None:
                 stats = self._live[rid] = RequestSpecStats()
                 if len(self._live) > self._capacity:
                     self._live.popitem(last=False)
             stats.add(policy, int(k), int(v), int(a))
+            if r is not None:
+                stats.reuse_sum += r
+                stats.reuse_steps += 1
 
     def record_shadow(self, outcomes) -> None:
         """Unverified drafts judged this step (service.policy.ShadowOutcome), of requests already recorded."""
@@ -138,7 +148,10 @@ def merge_summaries(summaries: Sequence[dict]) -> dict:
         total.drafts_accepted += s["num_accepted_draft_tokens"]
         total.shadow_judged += s.get("num_shadow_drafts", 0)
         total.shadow_accepted += s.get("num_shadow_accepted_drafts", 0)
-    return total.summary()
+    reused = [s["expert_reuse"] for s in summaries if s.get("expert_reuse") is not None]
+    out = total.summary()
+    out["expert_reuse"] = sum(reused) / len(reused) if reused else None
+    return out
 
 
 def _bump(histogram: list[int], index: int) -> None:

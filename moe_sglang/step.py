@@ -45,6 +45,7 @@ class StepInFlight:
     plain: bool = False  # the target ran a plain decode (nobody verified a draft)
     unique_experts: tuple[int, ...] = ()  # [num_layers] experts the target forward computed
     dropped_experts: int = 0  # experts the budget kept out, over all layers
+    expert_reuse: tuple[float | None, ...] = ()  # per request, RequestStepStats.expert_reuse; () = none measured
 
     def ceilings(self) -> list[int]:
         """The most drafts each request may get before any policy is asked (its hint's max_k, the drafter's depth)."""
@@ -77,7 +78,10 @@ class SpecRuntime:
     counts: ForwardCounts = field(default_factory=ForwardCounts)
     steps: int = 0  # steps closed in this process
     last: StepStats | None = None  # the latest step's stats (tests, debugging)
-    one_token_experts: tuple[int, ...] | None = None  # unique experts per MoE layer of a 1-token plain decode
+    # rid -> [num_layers, top_k] experts its latest token routed to, where a plain decode step produced it, and the
+    # step count that step closed at (verify.plain_step)
+    last_routing: dict = field(default_factory=dict)
+    last_routing_step: int = -1
 
     def __post_init__(self) -> None:
         self.policies = PolicySet(self.model_shape, self.settings.policy_params)
@@ -122,8 +126,10 @@ class SpecRuntime:
         """`verified[i]`: drafts request i verified (min(K_i, D_i)); `accepted[i]`: drafts it accepted; `shadow`:
         unverified drafts judged this step (shadow.py)."""
         now = time.perf_counter()
+        reuse = step.expert_reuse or (None,) * len(step.rids)
         requests = tuple(
-            RequestStepStats(rid, k, min(a, k)) for rid, k, a in zip(step.rids, verified, accepted, strict=True)
+            RequestStepStats(rid, k, min(a, k), r)
+            for rid, k, a, r in zip(step.rids, verified, accepted, reuse, strict=True)
         )
         stats = StepStats(
             now=now,
@@ -145,7 +151,9 @@ class SpecRuntime:
             # every policy sees the whole step: its cost model fits step time against the whole batch's work
             self.policies.observe(name, stats)
         self._remember(requests)
-        self.request_stats.record_step(step.rids, plan.policies, plan.ks, verified, [r.accepted for r in requests])
+        self.request_stats.record_step(
+            step.rids, plan.policies, plan.ks, verified, [r.accepted for r in requests], step.expert_reuse or None
+        )
         if shadow:
             self.request_stats.record_shadow(shadow)
         if self.metrics is not None:

@@ -50,21 +50,43 @@ def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
     start = time.perf_counter()
     roots = last_tokens(batch.reqs, worker.device)
     runtime = worker.spec_runtime
-    if roots.numel() == 1 and runtime.one_token_experts is not None:
-        # one token: every MoE layer touches its top-k experts, counted once on the first such step (no routing scope,
-        # so the routing hook passes straight through)
+    # counted (the policies price what a step read) and kept per request: the share of a token's experts that the
+    # request's next token reuses is what an accepted draft would reuse (`expert_reuse`); one token per layer is
+    # counted without a tensor op (VerifyExperts.counts), the routing hook keeps only references to its ids
+    with routing_scope(None, worker.settings.budget_mode) as experts:
         plain = run_plain_decode(worker.target_worker, batch, roots)
-        step.unique_experts = runtime.one_token_experts
-    else:
-        with routing_scope(None, worker.settings.budget_mode) as experts:  # counted: the policies price what it read
-            plain = run_plain_decode(worker.target_worker, batch, roots)
-            step.unique_experts = experts.counts()[0]
-        if roots.numel() == 1:
-            runtime.one_token_experts = step.unique_experts
+    step.unique_experts = experts.counts()[0]
+    follows = runtime.last_routing_step == runtime.steps  # the previous decode step was plain too
+    step.expert_reuse, runtime.last_routing = expert_reuse(
+        runtime.last_routing if follows else {}, [req.rid for req in batch.reqs], experts.token_experts()
+    )
+    runtime.last_routing_step = runtime.steps + 1  # the step count once this step is closed
     step.verify_s += time.perf_counter() - start
     step.plain = True
     runtime.count_forward("decode", roots.numel())
     return StepOutput.plain(batch, plain, _stride(worker), worker.speculative_num_draft_tokens)
+
+
+def expert_reuse(
+    last: dict[str, torch.Tensor], rids: list[str], routed: torch.Tensor | None
+) -> tuple[tuple[float | None, ...], dict[str, torch.Tensor]]:
+    """Per request, the share of the experts its token routed to (mean over layers) that its previous token, decoded
+    by the previous plain step (`last`), also routed to (None where not known), and the new `last`: this step's
+    requests' routing, [L, k] each. `routed`: [L, bs, k] (VerifyExperts.token_experts). On the CPU engine's moe-fine
+    x48 (32 experts, top-4) a batch-1 prose request's 2-draft verifies whose drafts were accepted touched 4-5
+    experts per layer (26-28 ms, a plain step's 24-25), a code request's 1-draft accepted verifies 8 (40-43 ms): an
+    accepted draft reuses what the text makes consecutive tokens reuse, which differs by request."""
+    if routed is None or routed.shape[1] != len(rids):
+        return (), {}
+    known = [i for i, rid in enumerate(rids) if rid in last and last[rid].shape == routed[:, i].shape]
+    reuse: list[float | None] = [None] * len(rids)
+    if known:
+        now = routed[:, known]  # [L, n, k]
+        before = torch.stack([last[rids[i]] for i in known], dim=1)  # [L, n, k]
+        shared = (now.unsqueeze(-1) == before.unsqueeze(-2)).any(-1).float().mean(dim=(0, 2)).tolist()
+        for i, share in zip(known, shared, strict=True):
+            reuse[i] = share
+    return tuple(reuse), {rid: routed[:, i] for i, rid in enumerate(rids)}
 
 
 def verify_step(worker, batch, step: StepInFlight, trees: DraftTrees, accept_lens: list[int]) -> StepOutput:

@@ -143,6 +143,7 @@ class StepTimeModel:
         self._unmeasured = Routing(affinity)  # what `routing` answers before any bucket at or below is measured
         self._routing: dict[int, Routing] = {}  # batch_bucket -> what its verifies measured
         self._hope = False  # `hoped`: accepted drafts at the target's own routing where no split is measured
+        self._fresh_accepted: float | None = None  # `reusing`: fresh routings per accepted draft, measured
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
@@ -158,6 +159,8 @@ class StepTimeModel:
         split = routing.split.fresh_per_draft()
         if split is None and self._hope:
             split = (0.0, 1.0 - routing.affinity)
+        if self._fresh_accepted is not None:
+            split = (self._fresh_accepted, 1.0 - routing.affinity if split is None else split[1])
         if accepted is not None and split is not None:
             good = min(max(accepted, 0.0), drafts)
             fresh = requests + good * split[0] + (drafts - good) * split[1]
@@ -183,6 +186,16 @@ class StepTimeModel:
         only: it shares this model's measured rows."""
         out = copy.copy(self)
         out._hope = True
+        return out
+
+    def reusing(self, fresh_accepted: float) -> StepTimeModel:
+        """This model, except that an accepted draft is priced at `fresh_accepted` fresh routings: what the requests'
+        own plain-decoded tokens measured (1 - the share of experts a token reuses from the one before, moe_serve's
+        expert reuse), in place of the split fitted over every request of the bucket, whose accepted drafts route
+        differently (on the CPU engine's moe-fine x48 at batch 1, code's accepted drafts 4 fresh experts per layer,
+        prose's 0-1). For predictions only: it shares this model's measured rows."""
+        out = copy.copy(self)
+        out._fresh_accepted = min(max(fresh_accepted, 0.0), 1.0)
         return out
 
     def verify_time(
@@ -281,12 +294,14 @@ class StepTimeModel:
         plain: bool = False,
         backlog_tokens: int = 0,
         accepted: int | None = None,
+        fresh_accepted: float | None = None,
     ) -> None:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
         draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`.
         `plain`: the target ran a plain decode (no verify path); `backlog_tokens`: catch-up tokens the draft model
         ran (without this feature their cost would be fitted as per-step or per-draft cost); `accepted`: drafts the
-        step's verify accepted (teaches the split affinity)."""
+        step's verify accepted (teaches the split affinity); `fresh_accepted`: what the step's requests' accepted drafts
+        were priced at (`reusing`), so that its calibration compares it with that price."""
         self._drafted = self._drafted or draft_steps > 0
         if (tokens, plain) not in self._sizes_seen:
             self._sizes_seen.add((tokens, plain))
@@ -316,7 +331,8 @@ class StepTimeModel:
         if self.calibrate and not plain and tokens > requests:
             rows = self._calibration.setdefault(batch_bucket(requests), Calibration(self._predict_raw))
             rows.add(
-                (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted), verify_s + draft_s + other_s
+                (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted, fresh_accepted),
+                verify_s + draft_s + other_s,
             )
         for ema, key in ((self._other, plain), (self._other_by_bucket, (plain, batch_bucket(requests)))):
             last = ema.get(key)
@@ -353,8 +369,9 @@ class StepTimeModel:
 
     def _predict_raw(self, step: tuple) -> float:
         """The uncalibrated seconds of a measured step (Calibration's rows)."""
-        tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted = step
-        return self._raw_step_time(tokens, requests, draft_steps, draft_tokens, None, backlog_tokens, accepted)
+        tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted, fresh_accepted = step
+        model = self if fresh_accepted is None else self.reusing(fresh_accepted)
+        return model._raw_step_time(tokens, requests, draft_steps, draft_tokens, None, backlog_tokens, accepted)
 
     def _prior_scale(self) -> float:
         """Measured over prior-predicted target forward time of the fitted steps (1 before any): the prior is a

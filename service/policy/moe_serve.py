@@ -83,6 +83,14 @@
            engine's STANDALONE cells
            a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine
            x48: every request probed once and never speculated after, 1.10-1.13x of none's TPOT).
+  reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
+           tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
+           experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
+           requests that measured it (StepTimeModel.reusing) instead of the bucket's split, which mixes requests: on
+           the CPU engine (STANDALONE, moe-fine x48, batch 1) code's accepted drafts each touched 4 fresh experts
+           per layer (1-draft verifies 40-43 ms, a plain step 24-25) and prose's none (2-draft verifies 26-28 ms),
+           and priced at the split learnt from code and arithmetic, prose requests judged at p = 0.8-0.9 stayed plain
+           (1.00x of no speculation's TPOT, static K = 3 0.82x).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -93,11 +101,12 @@ from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
+from service.policy.moe_serve_observe import drafted_probs, fresh_accepted, observe
 from service.policy.moe_serve_probe import judge_due, probe_breaks_slo, probes_pay, rejudging_could_pay
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
-from service.policy.types import BatchView, Decision, StepStats
+from service.policy.types import BatchView, Decision
 
 # seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps
 DEFAULT_PRIOR = StepCoefficients(
@@ -109,11 +118,6 @@ DEFAULT_PRIOR = StepCoefficients(
     other=5e-4,
     per_backlog_token=2e-5,
 )
-
-# steps after which the cost model is refitted besides every `refit_every`: the prior's scale is a GPU's, so the
-# first measured steps replace it at once (a CPU step takes 5-20x what it predicts); likewise when a batch size's
-# speculative steps can first be calibrated (StepTimeModel.calibration_due)
-WARM_UP_REFITS = frozenset((1, 2, 4, 8))
 
 
 class MoeServePolicy:
@@ -174,6 +178,7 @@ class MoeServePolicy:
         self._shadowed: set[str] = set()  # requests whose acceptance the engine measures from drafts in hand
         self._judged: set[str] = set()  # requests whose drafter the engine judged at least once (judging)
         self.judge_after = judge_after  # tokens a request emits before its first judgement
+        self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, steps measured): `_reusing`
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -187,6 +192,7 @@ class MoeServePolicy:
             self._depth = {k: v for k, v in self._depth.items() if k in live}
             self._shadowed &= live
             self._judged &= live
+            self._reuse = {k: v for k, v in self._reuse.items() if k in live}
         if self.warm_up and self._steps == 0:
             # nothing measured yet: the prior is a GPU's (on the CPU engine it priced a first step of 8 requests at
             # K = 2 at 31 ms; it took 325), so the first step is a plain one, which measures the machine
@@ -203,7 +209,9 @@ class MoeServePolicy:
                 self._depth[r.request_id] = r.draft_depth
                 probs.append(self._drafted_probs(r.request_id, r.draft_depth))
                 caps.append(life_cap(min(k_cap, r.draft_depth), r))
-        chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
+        fresh = self._fresh_accepted(reqs)
+        model = self.model if fresh is None else self.model.reusing(fresh)
+        chosen = self.allocate(probs, caps, step_time_cap(batch), True, batch, model)
         ks = list(chosen)
         self._probing = set()
         starting: list[int] = []  # requests whose probe phase is due to start this step (decided jointly below)
@@ -269,31 +277,29 @@ class MoeServePolicy:
     def _chains(probs: list[list[float]], ks: list[int]) -> list[list[float]]:
         return [chain(p, k) for p, k in zip(probs, ks, strict=True)]
 
-    def _drafted_probs(self, request_id: str, depth: int) -> list[float]:
-        """p of a request whose draft is in hand (module docstring, drafts)."""
-        by_depth = self.by_depth.get(_depth_key(depth))
-        seen = self.accept.observed(request_id)
-        if seen == 0:
-            return [0.0] * len(by_depth) if self.judged_first else by_depth
-        w = seen / (seen + 2.0)
-        return [w * own + (1.0 - w) * d for own, d in zip(self.accept.get(request_id), by_depth, strict=True)]
-
     trim = trim_to_confidences
 
     def allocate(
-        self, probs: list[list[float]], caps: list[int], cap_s: float, drafting: bool, layout: BatchView | None = None
+        self,
+        probs: list[list[float]],
+        caps: list[int],
+        cap_s: float,
+        drafting: bool,
+        layout: BatchView | None = None,
+        model: StepTimeModel | None = None,
     ) -> list[int]:
         """K per request (module docstring); probs[r][i] = P(accept draft i+1 | drafts 1..i accepted); `layout`:
         the batch whose verify layout prices the tokens and whose requests' draft backlogs price drafting (None =
-        ragged, no backlog).
+        ragged, no backlog); `model`: the cost model to price with (default: the fitted one).
 
         With `drafting`, the depth D is searched from 1 up until two depths in a row bring no improvement (one
         is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins); without it
         (trim), the drafts exist already and one pass starts from caps."""
+        model = model or self.model
         chains = [chain(p, c) for p, c in zip(probs, caps, strict=True)]
         backlogs = [0.0] * len(chains) if layout is None else amortized(layout.requests, chains)
         best_ks = zero = [0] * len(chains)
-        best = plain = self._objective(zero, chains, cap_s, drafting, layout)
+        best = plain = self._objective(zero, chains, cap_s, drafting, layout, model=model)
 
         def better(ks: list[int], key: tuple[int, float]) -> bool:  # than the best so far, and than K = 0 by margin
             error = self.model.error(len(chains), max(ks, default=0) if drafting else None) or 0.0
@@ -302,17 +308,17 @@ class MoeServePolicy:
         if layout is not None and layout.verify_layout != "ragged":
             for depth in range(1, max(caps, default=0) + 1):
                 ks = [min(depth, c) for c in caps]
-                key = self._objective(ks, chains, cap_s, drafting, layout)
+                key = self._objective(ks, chains, cap_s, drafting, layout, model=model)
                 if better(ks, key):
                     best_ks, best = ks, key
             return best_ks
         if not drafting:
-            ks, key = eliminate(self.model, self.expert_budget, chains, list(caps), cap_s, drafting, backlogs)
+            ks, key = eliminate(model, self.expert_budget, chains, list(caps), cap_s, drafting, backlogs)
             return ks if better(ks, key) else best_ks
         stale = 0  # depths in a row that did not beat the best
         for depth in range(1, max(caps, default=0) + 1):
             ks, key = eliminate(
-                self.model, self.expert_budget, chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs
+                model, self.expert_budget, chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs
             )
             if better(ks, key):
                 best_ks, best, stale = ks, key, 0
@@ -367,35 +373,6 @@ class MoeServePolicy:
     def _budget(self) -> tuple[int, ...] | None:
         return None if self.expert_budget is None else (self.expert_budget,) * self.shape.num_layers
 
-    def observe(self, stats: StepStats) -> None:
-        for r in stats.requests:
-            if r.k > 0:
-                self.accept.update(r.request_id, r.k, r.accepted)
-                if r.request_id in self._depth:
-                    self.by_depth.update(_depth_key(self._depth[r.request_id]), r.k, r.accepted)
-        for shadow in stats.shadow:
-            self.accept.update(shadow.request_id, shadow.k, shadow.accepted)
-            if shadow.request_id in self._depth:  # a draft in hand (NGRAM), not a judgement asked for
-                self.by_depth.update(_depth_key(shadow.draft_depth), shadow.k, shadow.accepted)
-                self._shadowed.add(shadow.request_id)
-        self.model.add(
-            stats.verify_tokens,
-            stats.batch_size,
-            stats.unique_experts,
-            stats.draft_steps,
-            sum(r.k for r in stats.requests),
-            stats.verify_s,
-            stats.draft_s,
-            stats.other_s,
-            stats.plain,
-            stats.draft_backlog_tokens,
-            sum(r.accepted for r in stats.requests),
-        )
-        self._steps += 1
-        warming = self.warm_up and (self._steps in WARM_UP_REFITS or self.model.calibration_due())
-        if self._steps % self.refit_every == 0 or warming:
-            self.model.refit()
-
-
-def _depth_key(depth: int) -> str:
-    return f"draft-depth-{depth}"
+    observe = observe
+    _drafted_probs = drafted_probs
+    _fresh_accepted = fresh_accepted

@@ -29,7 +29,8 @@ class Calibration:
 
     def __init__(self, predict: Callable[[tuple], float], window: int = 32, min_steps: int = 4) -> None:
         self._predict = predict  # step -> the uncalibrated model's seconds for it
-        # (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted drafts) and measured seconds
+        # (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted drafts, the model's own extras...)
+        # and measured seconds
         self._steps: deque[tuple[tuple, float]] = deque(maxlen=window)
         self._min_steps = min_steps
         self._stale = False
@@ -122,8 +123,8 @@ def _keys(draft_steps: int | None, accepted_share: float | None) -> list[tuple]:
 
 
 def _step_keys(step: tuple) -> list[tuple]:
-    """`_keys` of a measured step: (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted)."""
-    tokens, requests, draft_steps, _, _, accepted = step
+    """`_keys` of a measured step: (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted, ...)."""
+    tokens, requests, draft_steps, _, _, accepted = step[:6]
     drafts = tokens - requests
     share = None if accepted is None or drafts <= 0 else accepted / drafts
     return _keys(draft_steps, share)

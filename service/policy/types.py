@@ -107,8 +107,13 @@ class RequestStepStats:
     request_id: str  # matches RequestView.request_id
     k: int  # draft tokens verified for this request (after trimming); 0 = plain decode
     accepted: int  # draft tokens accepted, 0 <= accepted <= k (the bonus token is not counted)
+    # share of the experts this step's token routed to (mean over MoE layers) that the request's previous token also
+    # routed to, both decoded by plain steps; None where not measured (a verify step, the first plain step)
+    expert_reuse: float | None = None
 
     def __post_init__(self) -> None:
+        if self.expert_reuse is not None and not 0.0 <= self.expert_reuse <= 1.0:
+            raise ValueError(f"request {self.request_id!r}: expert_reuse must be in [0, 1], got {self.expert_reuse}")
         if not 0 <= self.accepted <= self.k:
             raise ValueError(f"request {self.request_id!r}: need 0 <= accepted <= k, got {self.accepted}, {self.k}")
 

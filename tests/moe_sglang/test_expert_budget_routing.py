@@ -114,37 +114,37 @@ def test_only_acceptable_tokens_vote():
     assert torch.equal(touched, expected)
 
 
-def test_batch1_plain_steps_count_experts_once_then_reuse_the_count(monkeypatch):
-    """A 1-token plain decode routes k experts per MoE layer: the first one is counted through the routing scope,
-    later ones skip the scope (the hook passes through) and report the same count; a larger batch is counted."""
+def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkeypatch):
+    """A plain decode step is counted through the routing scope (k experts per layer for one token, the union for a
+    batch) and reports, per request, the share of its token's experts that its previous plain-decoded token also
+    routed to: None at its first plain step and after a step that was not plain."""
     from types import SimpleNamespace
 
     from moe_sglang import expert_budget, verify
     from moe_sglang.plain_decode import PlainDecode
 
-    scoped = []
+    shift = {"now": 0}  # experts move by this many ids per step: K - shift of a token's K experts are reused
 
-    def fake_decode(target_worker, batch, roots):  # two MoE layers, each token routed to K of E experts
+    def fake_decode(target_worker, batch, roots):  # two MoE layers, token t routed to experts Kt + s .. Kt + s + K - 1
         scope = expert_budget._VERIFY.get()
-        scoped.append(scope is not None)
-        if scope is not None:
-            for layer in (0, 1):
-                ids = torch.arange(K * roots.numel()).reshape(-1, K) % E  # token t -> experts Kt .. Kt + K - 1
-                route_in_verify(
-                    scope,
-                    layer,
-                    torch.ones_like(ids, dtype=torch.float),
-                    ids,
-                    torch.zeros(len(ids), E),
-                    renormalize=False,
-                    plain_softmax=True,
-                )
+        assert scope is not None
+        for layer in (0, 1):
+            ids = (torch.arange(K * roots.numel()).reshape(-1, K) + shift["now"]) % E
+            route_in_verify(
+                scope,
+                layer,
+                torch.ones_like(ids, dtype=torch.float),
+                ids,
+                torch.zeros(len(ids), E),
+                renormalize=False,
+                plain_softmax=True,
+            )
         return PlainDecode(roots, None, False)
 
     monkeypatch.setattr(verify, "run_plain_decode", fake_decode)
     monkeypatch.setattr(verify, "last_tokens", lambda reqs, device: torch.zeros(len(reqs), dtype=torch.int64))
     monkeypatch.setattr(verify.StepOutput, "plain", classmethod(lambda cls, *args: None))
-    runtime = SimpleNamespace(one_token_experts=None, count_forward=lambda kind, n: None)
+    runtime = SimpleNamespace(last_routing={}, last_routing_step=-1, steps=0, count_forward=lambda kind, n: None)
     worker = SimpleNamespace(
         device="cpu",
         spec_runtime=runtime,
@@ -155,11 +155,17 @@ def test_batch1_plain_steps_count_experts_once_then_reuse_the_count(monkeypatch)
     )
     monkeypatch.setattr(verify, "_stride", lambda w: 4)
 
-    def step(bs):
-        s = SimpleNamespace(verify_s=0.0, plain=False, unique_experts=())
-        verify.plain_step(worker, SimpleNamespace(reqs=[object()] * bs), s)
-        return s.unique_experts
+    def step(rids, moved=0):
+        shift["now"] += moved
+        s = SimpleNamespace(verify_s=0.0, plain=False, unique_experts=(), expert_reuse=())
+        verify.plain_step(worker, SimpleNamespace(reqs=[SimpleNamespace(rid=r) for r in rids]), s)
+        runtime.steps += 1  # the step is closed
+        return s.unique_experts, s.expert_reuse
 
-    assert step(1) == (K, K) and scoped == [True]
-    assert step(1) == (K, K) and scoped == [True, False]  # remembered: no scope
-    assert step(6) == (E, E) and scoped[-1] is True  # a batch is counted: the union of its tokens' experts
+    assert step(["a"]) == ((K, K), (None,))
+    assert step(["a"]) == ((K, K), (1.0,))  # the same experts again
+    assert step(["a"], moved=1) == ((K, K), ((K - 1) / K,))  # one of K experts is new
+    runtime.steps += 1  # a verify step in between: its token was not plain-decoded
+    assert step(["a"]) == ((K, K), (None,))
+    unique, reuse = step(["a"] + [f"b{i}" for i in range(5)])  # a batch is counted: the union of its experts
+    assert unique == (E, E) and reuse == (1.0, None, None, None, None, None)

@@ -167,6 +167,15 @@ def test_unverified_drafts_are_judged_by_the_tokens_emitted(engine, reference):
     assert off["num_shadow_drafts"] == 0
 
 
+def test_plain_steps_measure_how_much_consecutive_tokens_reuse_their_experts(engine, reference):
+    """Every step of a K = 0 request alone is plain: from its second one on, each measures the share of its token's
+    experts the token before also routed to (what an accepted draft would reuse), summarised per request."""
+    out = hinted(engine, policy="static", max_k=0)
+    assert out["output_ids"] == reference
+    reuse = out["meta_info"][META_KEY][0]["expert_reuse"]
+    assert reuse is not None and 0.0 <= reuse <= 1.0, out["meta_info"][META_KEY]
+
+
 def test_step_metrics_exported(engine):
     hinted(engine, policy="static")
     samples = scrape(engine)

@@ -29,8 +29,19 @@ def test_summary_follows_vllm_definitions():
         "num_steps_k0": 0,
         "num_shadow_drafts": 0,
         "num_shadow_accepted_drafts": 0,
+        "expert_reuse": None,
     }
     assert "a" not in book._live and len(book) == 1
+
+
+def test_expert_reuse_is_the_mean_over_the_plain_steps_that_measured_it():
+    book = RequestStatsBook()
+    book.record_step(["a", "b"], ["moe-serve"] * 2, [0, 0], [0, 0], [0, 0], [None, 0.5])  # a's first plain step
+    book.record_step(["a", "b"], ["moe-serve"] * 2, [0, 0], [0, 0], [0, 0], [1.0, 0.25])
+    book.record_step(["a", "b"], ["moe-serve"] * 2, [2, 0], [2, 0], [1, 0])  # a verify step: nothing measured
+    a, b = book.finish("a", decode_tokens=4), book.finish("b", decode_tokens=3)
+    assert a["expert_reuse"] == 1.0 and b["expert_reuse"] == 0.375
+    assert merge_summaries([a, b])["expert_reuse"] == (1.0 + 0.375) / 2
 
 
 def test_request_that_never_speculates_counts_all_steps_at_k0():

@@ -8,7 +8,7 @@ from service.policy.acceptance import AcceptanceTracker, expected_tokens
 from service.policy.base import plan
 from service.policy.expert_routing import SplitAffinity
 from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
-from service.policy.types import BatchView, RequestView, ShadowOutcome, SloClass
+from service.policy.types import BatchView, RequestStepStats, RequestView, ShadowOutcome, SloClass
 from tests.policy.helpers import batch, stats
 
 
@@ -544,3 +544,49 @@ def test_a_draft_depth_the_model_has_not_measured_carries_no_margin(monkeypatch)
     assert policy.allocate(probs, caps, float("inf"), drafting=True, layout=view) == [0]
     monkeypatch.setattr(policy.model, "error", lambda requests, draft_steps=None: 0.1 if draft_steps == 1 else None)
     assert policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)[0] > 1
+
+
+def fresh_accepted_steps() -> MoeServePolicy:
+    """Fitted on batch-1 steps like code's on the CPU engine (moe-fine x48): a plain step 25 ms; a draft accepted
+    routed to fresh experts (8 per layer for a 1-draft verify, 40-65 ms), a rejected one to fresh experts or to the
+    root's. Calibration off: the fit alone; new requests not probed: the allocation alone."""
+    policy = MoeServePolicy(
+        num_experts=32,
+        top_k=4,
+        num_layers=4,
+        acceptance_prior=0.75,
+        refit_every=10_000,
+        warm_up=False,
+        probe_new_requests=False,
+    )
+    policy.model.calibrate = False
+    plain = replace(stats([0], [0], 0.025 / 0.9, unique=(4,) * 4), plain=True, draft_steps=0)
+    steps = [plain] * 8
+    for k in (1, 2, 3):
+        good = replace(stats([k], [k], (0.025 + 0.04 * k) / 0.9, unique=(4 + 4 * k,) * 4), draft_s=0.005 * k)
+        bad = replace(stats([k], [0], (0.025 + 0.04 * k) / 0.9, unique=(4 + 4 * k,) * 4), draft_s=0.005 * k)
+        reused = replace(stats([k], [0], (0.025 + 0.002 * k) / 0.9, unique=(4,) * 4), draft_s=0.005 * k)
+        steps += [good, bad, reused] * 3
+    for step in steps:
+        policy.observe(step)
+    policy.model.refit()
+    policy.accept = AcceptanceTracker(policy.k_max, prior=0.75)  # the steps' outcomes were made up
+    return policy
+
+
+@pytest.mark.parametrize(("reuse", "speculates"), [(None, False), (0.0, False), (1.0, True)])
+def test_accepted_drafts_are_priced_at_the_requests_own_expert_reuse(reuse, speculates):
+    """A request whose plain-decoded tokens each reuse the experts of the one before (prose on the CPU engine) has
+    its accepted drafts priced at that reuse, not at the bucket's split learnt from requests whose accepted drafts
+    routed to fresh experts; one whose tokens reuse nothing, or that measured nothing, keeps the split's price."""
+    policy = fresh_accepted_steps()
+    if reuse is not None:
+        for _ in range(3):
+            step = replace(stats([0], [0], 0.025 / 0.9, unique=(4,) * 4), plain=True, draft_steps=0)
+            policy.observe(replace(step, requests=(RequestStepStats("r0", 0, 0, reuse),)))
+    assert (policy.decide(batch(1, max_k=3)).requests[0].k > 0) == speculates
+
+
+def test_expert_reuse_is_checked():
+    with pytest.raises(ValueError, match="expert_reuse"):
+        RequestStepStats("r0", 0, 0, 1.5)
