@@ -1,5 +1,5 @@
-"""Where the time of one engine step goes: decode and extend (prefill) steps of the SGLang CPU engine, at batch 1 and 8,
-on the bundled model and its memory-bound inflated copy.
+"""Where the time of one engine step goes: decode, extend (prefill) and speculative verify steps of the SGLang CPU
+engine, at batch 1 and 8, on the bundled model and its memory-bound inflated copy.
 
 Measured inside the engine's own scheduler process with SGLang's profiler (`/start_profile`, torch.profiler, CPU
 activity, operator shapes, no Python stacks: stacks would multiply the Python cost it is meant to measure). SGLang
@@ -14,6 +14,13 @@ to the next. Each top-level operator of the model step is put in one bucket:
 - `forward_glue`: time in the model step outside any operator (SGLang's and the model's Python);
 - `scheduler`: the rest of the scheduler iteration (batch preparation, result processing, streaming, receiving).
 
+The verify stage (`--verify-k K`, default 3; 0 skips it) runs moe-serve's STANDALONE engine (the model's dense draft)
+with every request at static K: SGLang labels each model forward of such an iteration `step[DRAFT ...]` (the draft
+model's, whatever mode it borrows) or `step[VERIFY ...]` (the target's), so an iteration runs from one
+`scheduler.run_batch` to the next and adds two buckets: `draft_model` (everything inside the draft forwards) and
+`spec_glue` (moe-serve's speculative step outside any model forward: planning, draft trees, acceptance, the KV
+moves); the target verify's operators go to the buckets above, its Python to `forward_glue`.
+
 The profiler adds a few microseconds per operator, so a profiled step is slower than a real one: next to the
 profile, the same load runs unprofiled and its client-side TPOT is reported (`tpot_ms`), and the buckets are also
 given as shares of the profiled step. `weight_bytes` is what a step's weight products read (dense weights + the
@@ -23,16 +30,13 @@ GEMM time) / profiled step time; `inflate_for_share` is the expert-size factor t
 (expert GEMM time assumed to scale with the factor, everything else fixed).
 
     python -m bench.step_profile [--model PATH] [--inflate 8 | --inflated PATH] [--batches 1,8] [--steps 24]
-                                 [--variants batched,loop] [--quick] [--out DIR]
+                                 [--variants batched,loop] [--verify-k 3] [--draft-model PATH] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
-import json
-import re
 import statistics
 import tempfile
 import time
@@ -50,127 +54,35 @@ from bench._common import (
 )
 from bench._heldout import prompt_sets
 from bench._load import run_batch, served_model
-from bench._models import MoeCheckpoint, inflated, read_checkpoint, resolve_model
+from bench._models import DENSE_DRAFTS, MoeCheckpoint, inflated, read_checkpoint, resolve_model
+from bench._profile_trace import BUCKETS, analyse_trace
 from bench.policies import as_token_ids
 from bench.verify_cost import memory_bandwidth
-from moe_sglang.launch import EngineConfig
+from moe_sglang.launch import EngineConfig, SpeculationConfig
 from moe_sglang.server import running_engine
 from moe_sglang.settings import CPU_ATTENTION, EngineSettings
 from service.models.inflate import factor_for_weight_share
 
-BUCKETS = (
-    "attention",
-    "sgl_kernel_other",
-    "expert_gemm",
-    "dense_gemm",
-    "torch_other",
-    "forward_glue",
-    "scheduler",
-)
-ATTENTION_OPS = ("sgl_kernel::decode_attention_cpu", "sgl_kernel::extend_attention_cpu")
-GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm")
 WEIGHT_SHARE_GOAL = 0.7
 
 
-def engine_config(model: Path, threads: int, cpu_attention: str = "batched") -> EngineConfig:
+def engine_config(
+    model: Path, threads: int, cpu_attention: str = "batched", speculation: SpeculationConfig | None = None
+) -> EngineConfig:
     return EngineConfig(
         model_path=str(model),
         port=0,
         threads=threads,
         max_running_requests=16,
         max_total_tokens=8192,
+        speculation=speculation or SpeculationConfig(),
         settings=EngineSettings(cpu_attention=cpu_attention),
     )
 
 
-# --- trace analysis ----------------------------------------------------------------------------------------------
-
-
-def _top_level(ops: list[dict]) -> list[dict]:
-    """Operators not nested inside another operator (the trace is one thread: nesting = interval containment)."""
-    out, end = [], -1.0
-    for op in sorted(ops, key=lambda e: (e["ts"], -e["dur"])):
-        if op["ts"] >= end:
-            out.append(op)
-            end = op["ts"] + op["dur"]
-    return out
-
-
-def _weight_shape(op: dict) -> tuple[int, int] | None:
-    dims = (op.get("args") or {}).get("Input Dims") or []
-    if op["name"] == "aten::linear" and len(dims) >= 2 and len(dims[1]) == 2:
-        return tuple(dims[1])  # [out, in]
-    if op["name"] in ("aten::mm", "aten::matmul", "aten::addmm") and len(dims) >= 2:
-        b = dims[-1] if op["name"] != "aten::addmm" else dims[2]
-        if len(b) == 2:
-            return (b[1], b[0])  # x @ W^T: the weight read is [in, out] transposed
-    return None
-
-
-def classify(op: dict, ckpt: MoeCheckpoint) -> str:
-    name = op["name"]
-    if name in ATTENTION_OPS:
-        return "attention"
-    if name.startswith("sgl_kernel::"):
-        return "sgl_kernel_other"
-    if name in GEMM_OPS:
-        shape = _weight_shape(op)
-        if shape in _expert_shapes(ckpt):
-            return "expert_gemm"
-        if shape is not None and min(shape) > 1:
-            return "dense_gemm"
-    return "torch_other"
-
-
-def _expert_shapes(ckpt: MoeCheckpoint) -> set[tuple[int, int]]:
-    return {(2 * ckpt.intermediate, ckpt.hidden), (ckpt.hidden, ckpt.intermediate)}
-
-
-def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
-    """Mean ms per scheduler iteration in each bucket, plus the weight bytes its products read.
-
-    SGLang's CPU event loop annotates the model step `step[MODE bs=N ...]` (inside `scheduler.run_batch`); an iteration
-    runs from one model step to the next (result processing, streaming and batch building included)."""
-    with gzip.open(path) as trace:
-        events = [e for e in json.load(trace)["traceEvents"] if e.get("ph") == "X"]
-    notes = [e for e in events if e.get("cat") == "user_annotation"]
-    steps = sorted((e for e in notes if e["name"].startswith("step[")), key=lambda e: e["ts"])
-    runs = sorted((e for e in notes if e["name"] == "scheduler.run_batch"), key=lambda e: e["ts"])
-    top = _top_level([e for e in events if e.get("cat") == "cpu_op"])
-    totals = dict.fromkeys(BUCKETS, 0.0)
-    weight_bytes, batch_sizes, counted = 0.0, [], 0
-    for k, step in enumerate(steps):
-        # an iteration runs from this model step to the next; the last one of a trace to the next run_batch
-        # (the profile stops inside it), or to its own end
-        i0 = step["ts"]
-        following = [r["ts"] for r in runs if r["ts"] >= i0 + step["dur"]]
-        i1 = steps[k + 1]["ts"] if k + 1 < len(steps) else (following[0] if following else i0 + step["dur"])
-        counted += 1
-        s0, s1 = step["ts"], step["ts"] + step["dur"]
-        match = re.search(r"bs=(\d+)", step["name"])
-        batch_sizes.append(int(match.group(1)) if match else 0)
-        in_ops = 0.0
-        for op in top:
-            if s0 <= op["ts"] < s1:
-                bucket = classify(op, ckpt)
-                totals[bucket] += op["dur"]
-                in_ops += op["dur"]
-                if bucket in ("expert_gemm", "dense_gemm"):
-                    out_f, in_f = _weight_shape(op)
-                    weight_bytes += out_f * in_f * 4  # fp32 engine
-        totals["forward_glue"] += max(0.0, step["dur"] - in_ops)
-        totals["scheduler"] += (i1 - i0) - step["dur"]
-    n = max(1, counted)
-    per_step = {k: v / n / 1e3 for k, v in totals.items()}  # µs -> ms
-    step_ms = sum(per_step.values())
-    return {
-        "steps": counted,
-        "batch_sizes": sorted(set(batch_sizes)),
-        "step_ms": step_ms,
-        **{f"{k}_ms": v for k, v in per_step.items()},
-        "weight_share": (per_step["expert_gemm"] + per_step["dense_gemm"]) / step_ms if step_ms else None,
-        "weight_bytes": weight_bytes / n,
-    }
+def static_k(k: int) -> dict:
+    """The request hint that pins a request's K (moe_sglang/hints.py)."""
+    return {"custom_params": {"moe_serve": {"policy": "static", "max_k": k}}}
 
 
 def inflate_for_share(row: dict, goal: float = WEIGHT_SHARE_GOAL) -> float | None:
@@ -183,13 +95,20 @@ def inflate_for_share(row: dict, goal: float = WEIGHT_SHARE_GOAL) -> float | Non
 # --- measuring -------------------------------------------------------------------------------------------------------
 
 
-def profile_load(url: str, prompts: list, batch: int, steps: int, folder: Path, tag: str) -> dict[str, Path]:
+STAGES = (("decode", "DECODE"), ("prefill", "EXTEND"))  # profiler stage, the trace file's stage label
+
+
+def profile_load(
+    url: str, prompts: list, batch: int, steps: int, folder: Path, tag: str, stages=STAGES, extra=None
+) -> dict[str, Path]:
     """Profile `steps` decode steps, then (a second load) the prefill steps, of `batch` concurrent requests; returns
-    the trace per stage. One profiler session per stage: a decode session started in the very step that stopped a
-    prefill session crashed the scheduler inside torch.profiler here (a segmentation fault in kineto's stop)."""
+    the trace per stage label. One profiler session per stage: a decode session started in the very step that
+    stopped a prefill session crashed the scheduler inside torch.profiler here (a segmentation fault in kineto's
+    stop). `extra`: the requests' body extras (hints)."""
     model = served_model(url)
     traces: dict[str, Path] = {}
-    for stage, trace_stage, count, tokens in (("decode", "DECODE", steps, steps + 8), ("prefill", "EXTEND", 2, 4)):
+    for stage, trace_stage in stages:
+        count, tokens = (steps, steps + 8) if stage == "decode" else (2, 4)
         request = {
             "output_dir": str(folder),
             "num_steps": count,
@@ -202,9 +121,9 @@ def profile_load(url: str, prompts: list, batch: int, steps: int, folder: Path, 
         }
         httpx.post(f"{url}/flush_cache", timeout=60)
         httpx.post(f"{url}/start_profile", json=request, timeout=60).raise_for_status()
-        run_batch(url, model, prompts[:batch], tokens, batch)
+        run_batch(url, model, prompts[:batch], tokens, batch, extra)
         # a session stops at the first step of another stage or past its count: one more request closes it
-        run_batch(url, model, prompts[batch : batch + 1], 4, 1)
+        run_batch(url, model, prompts[batch : batch + 1], 4, 1, extra)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             found = list(folder.glob(f"{tag}-{stage}-*-{trace_stage}.trace.json.gz"))
@@ -248,9 +167,12 @@ def measure(
     variants,
     folder: Path,
     tmp: Path,
+    verify: tuple[int, Path] | None = None,
 ) -> list[dict]:
     """Each variant (EngineSettings.cpu_attention) on its own engine, all up at once; per batch, one profile per
-    variant, then the unprofiled TPOT runs taking turns (rotated order) so load changes hit all variants alike."""
+    variant, then the unprofiled TPOT runs taking turns (rotated order) so load changes hit all variants alike.
+    `verify` = (K, draft model): the verify stage too, on a STANDALONE engine of the first variant whose requests
+    all run at static K (module docstring), its unprofiled TPOT measured in the same turns."""
     rows = []
     with contextlib.ExitStack() as stack:
         engines = {}
@@ -258,20 +180,30 @@ def measure(
             log = folder / f"engine-{ckpt.path.name}-{v}.log"
             engines[v] = Engine(engine_config(ckpt.path, threads, v), log)
             stack.callback(engines[v].close)
-        for engine in engines.values():
-            run_batch(engine.url, served_model(engine.url), prompts[:2], 8, 2)  # warm-up
+        hints: dict[str, dict | None] = dict.fromkeys(engines)
+        if verify is not None:
+            k, draft = verify
+            spec = SpeculationConfig("standalone", draft_model_path=str(draft), num_steps=k, num_draft_tokens=k + 1)
+            name = f"{variants[0]}-verify-k{k}"
+            log = folder / f"engine-{ckpt.path.name}-{name}.log"
+            engines[name] = Engine(engine_config(ckpt.path, threads, variants[0], spec), log)
+            stack.callback(engines[name].close)
+            hints[name] = static_k(k)
+        for v, engine in engines.items():
+            run_batch(engine.url, served_model(engine.url), prompts[:2], 8, 2, hints[v])  # warm-up
         for batch in batches:
             traces = {}
             for v, engine in engines.items():
                 for attempt in range(PROFILE_TRIES):
                     tag = f"{ckpt.path.name}-{v}-b{batch}-{attempt}"
                     try:
-                        traces[v] = profile_load(engine.url, prompts, batch, steps, tmp, tag)
+                        stages = STAGES if hints[v] is None else STAGES[:1]
+                        traces[v] = profile_load(engine.url, prompts, batch, steps, tmp, tag, stages, hints[v])
                     except (httpx.HTTPError, RuntimeError) as err:
                         print(f"profile of {tag} failed ({err!r}); restarting its engine")
                         engine.restart()
                         continue
-                    if len(traces[v]) == 2:
+                    if len(traces[v]) == (2 if hints[v] is None else 1):
                         break
                     engine.restart()
             tpots: dict[str, list[float]] = {v: [] for v in engines}
@@ -279,10 +211,12 @@ def measure(
             for r in range(repeats):
                 for v in names[r % len(names) :] + names[: r % len(names)]:
                     url = engines[v].url
-                    tpots[v].append(run_batch(url, served_model(url), prompts[:batch], steps + 8, batch)["tpot_ms"])
+                    run = run_batch(url, served_model(url), prompts[:batch], steps + 8, batch, hints[v])
+                    tpots[v].append(run["tpot_ms"])
             for v in engines:
                 for stage, path in sorted(traces[v].items()):
-                    row = {"model": ckpt.path.name, "variant": v, "stage": stage.lower(), "batch": batch}
+                    label = stage.lower() if hints[v] is None else "verify"
+                    row = {"model": ckpt.path.name, "variant": v, "stage": label, "batch": batch}
                     row |= analyse_trace(path, ckpt)
                     if stage == "DECODE":
                         row["tpot_ms"] = statistics.median(tpots[v])
@@ -302,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         default="batched",
         help=f"comma-separated EngineSettings.cpu_attention values, one engine each (of {CPU_ATTENTION})",
     )
+    parser.add_argument("--verify-k", type=int, default=3, help="drafts per request of the verify stage (0: none)")
+    parser.add_argument("--draft-model", type=Path, default=None, help="its STANDALONE draft (default: the model's)")
     parser.add_argument("--keep-traces", default=None, help="folder to keep the profiler traces in (default: dropped)")
     parser.add_argument("--quick", action="store_true", help="smoke run: batch 1, few steps, no inflated copy")
     add_engine_threads_argument(parser)
@@ -315,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     if not variants or any(v not in CPU_ATTENTION for v in variants) or len(variants) > 2:
         raise SystemExit(f"--variants: one or two of {CPU_ATTENTION} (at most two engines at once)")
     prompts = as_token_ids(prompt_sets(16, 400), source, 96)["mixed"]
+    draft = args.draft_model or DENSE_DRAFTS.get(source.name)
+    if args.verify_k < 0 or (args.verify_k and not (draft and (Path(draft) / "config.json").exists())):
+        raise SystemExit(f"--verify-k {args.verify_k} needs K >= 0 and a STANDALONE draft (--draft-model), got {draft}")
+    verify = (args.verify_k, Path(draft)) if args.verify_k else None
     bandwidth = memory_bandwidth(64 if args.quick else 512)
     rows = []
     with tempfile.TemporaryDirectory(prefix="step-profile-") as tmp_name:
@@ -326,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.inflate > 1 and not args.quick:
             models.append(read_checkpoint(inflated(source, tmp / f"{source.name}-x{args.inflate}", args.inflate)))
         for ckpt in models:
-            rows += measure(ckpt, prompts, batches, steps, repeats, args.engine_threads, variants, folder, tmp)
+            rows += measure(ckpt, prompts, batches, steps, repeats, args.engine_threads, variants, folder, tmp, verify)
     for row in rows:
         row["bandwidth_floor_ms"] = row["weight_bytes"] / bandwidth * 1e3
         row["inflate_for_share"] = inflate_for_share(row) if row["stage"] == "decode" else None
@@ -340,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         "bandwidth_bytes_per_s": bandwidth,
         "steps": steps,
         "variants": variants,
+        "verify_k": args.verify_k,
+        "draft_model": str(draft) if verify else None,
         "buckets": list(BUCKETS),
         "rows": rows,
     }

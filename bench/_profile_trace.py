@@ -1,0 +1,143 @@
+"""Reading a torch profiler trace of the engine's scheduler process into time buckets per scheduler iteration
+(bench/step_profile.py's module docstring says what each bucket holds)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+from bench._models import MoeCheckpoint
+
+BUCKETS = (
+    "attention",
+    "sgl_kernel_other",
+    "expert_gemm",
+    "dense_gemm",
+    "torch_other",
+    "forward_glue",
+    "draft_model",
+    "spec_glue",
+    "scheduler",
+)
+ATTENTION_OPS = ("sgl_kernel::decode_attention_cpu", "sgl_kernel::extend_attention_cpu")
+GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm")
+
+
+def _top_level(ops: list[dict]) -> list[dict]:
+    """Operators not nested inside another operator (the trace is one thread: nesting = interval containment)."""
+    out, end = [], -1.0
+    for op in sorted(ops, key=lambda e: (e["ts"], -e["dur"])):
+        if op["ts"] >= end:
+            out.append(op)
+            end = op["ts"] + op["dur"]
+    return out
+
+
+def _weight_shape(op: dict) -> tuple[int, int] | None:
+    dims = (op.get("args") or {}).get("Input Dims") or []
+    if op["name"] == "aten::linear" and len(dims) >= 2 and len(dims[1]) == 2:
+        return tuple(dims[1])  # [out, in]
+    if op["name"] in ("aten::mm", "aten::matmul", "aten::addmm") and len(dims) >= 2:
+        b = dims[-1] if op["name"] != "aten::addmm" else dims[2]
+        if len(b) == 2:
+            return (b[1], b[0])  # x @ W^T: the weight read is [in, out] transposed
+    return None
+
+
+def classify(op: dict, ckpt: MoeCheckpoint) -> str:
+    name = op["name"]
+    if name in ATTENTION_OPS:
+        return "attention"
+    if name.startswith("sgl_kernel::"):
+        return "sgl_kernel_other"
+    if name in GEMM_OPS:
+        shape = _weight_shape(op)
+        if shape in _expert_shapes(ckpt):
+            return "expert_gemm"
+        if shape is not None and min(shape) > 1:
+            return "dense_gemm"
+    return "torch_other"
+
+
+def _expert_shapes(ckpt: MoeCheckpoint) -> set[tuple[int, int]]:
+    return {(2 * ckpt.intermediate, ckpt.hidden), (ckpt.hidden, ckpt.intermediate)}
+
+
+def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
+    """Mean ms per scheduler iteration in each bucket, plus the weight bytes the target's products read.
+
+    SGLang's CPU event loop annotates each model forward `step[MODE bs=N ...]` (inside `scheduler.run_batch`). A plain
+    engine runs one per iteration, which then runs from one model step to the next (result processing, streaming and
+    batch building included); a speculative one runs draft forwards (`step[DRAFT ...]`) and a verify
+    (`step[VERIFY ...]`) inside one `scheduler.run_batch`, and its iteration runs from one run_batch to the next."""
+    with gzip.open(path) as trace:
+        events = [e for e in json.load(trace)["traceEvents"] if e.get("ph") == "X"]
+    notes = [e for e in events if e.get("cat") == "user_annotation"]
+    steps = sorted((e for e in notes if e["name"].startswith("step[")), key=lambda e: e["ts"])
+    runs = sorted((e for e in notes if e["name"] == "scheduler.run_batch"), key=lambda e: e["ts"])
+    top = _top_level([e for e in events if e.get("cat") == "cpu_op"])
+    speculative = any(e["name"].startswith(("step[DRAFT", "step[VERIFY")) for e in steps)
+    totals = dict.fromkeys(BUCKETS, 0.0)
+    weight_bytes, batch_sizes = 0.0, []
+    iterations = _spec_iterations(steps, runs) if speculative else _iterations(steps, runs)
+    for i0, i1, run, spans in iterations:
+        for span in spans:
+            s0, s1 = span["ts"], span["ts"] + span["dur"]
+            draft = span["name"].startswith("step[DRAFT")
+            if not draft:
+                match = re.search(r"bs=(\d+)", span["name"])
+                batch_sizes.append(int(match.group(1)) if match else 0)
+            in_ops = 0.0
+            for op in top:
+                if s0 <= op["ts"] < s1:
+                    bucket = "draft_model" if draft else classify(op, ckpt)
+                    totals[bucket] += op["dur"]
+                    in_ops += op["dur"]
+                    if bucket in ("expert_gemm", "dense_gemm"):
+                        out_f, in_f = _weight_shape(op)
+                        weight_bytes += out_f * in_f * 4  # fp32 engine
+            totals["draft_model" if draft else "forward_glue"] += max(0.0, span["dur"] - in_ops)
+        model = sum(span["dur"] for span in spans)
+        if run is not None:
+            totals["spec_glue"] += max(0.0, run["dur"] - model)
+            totals["scheduler"] += (i1 - i0) - max(run["dur"], model)
+        else:
+            totals["scheduler"] += (i1 - i0) - model
+    n = max(1, len(iterations))
+    per_step = {k: v / n / 1e3 for k, v in totals.items()}  # µs -> ms
+    step_ms = sum(per_step.values())
+    return {
+        "steps": len(iterations),
+        "batch_sizes": sorted(set(batch_sizes)),
+        "step_ms": step_ms,
+        **{f"{k}_ms": v for k, v in per_step.items()},
+        "weight_share": (per_step["expert_gemm"] + per_step["dense_gemm"]) / step_ms if step_ms else None,
+        "weight_bytes": weight_bytes / n,
+    }
+
+
+def _iterations(steps: list[dict], runs: list[dict]) -> list[tuple[float, float, dict | None, list[dict]]]:
+    """(start, end, None, [model step]) per model step of a plain engine: to the next model step; the last one of a
+    trace to the next run_batch (the profile stops inside it), or to its own end."""
+    out = []
+    for k, step in enumerate(steps):
+        i0 = step["ts"]
+        following = [r["ts"] for r in runs if r["ts"] >= i0 + step["dur"]]
+        i1 = steps[k + 1]["ts"] if k + 1 < len(steps) else (following[0] if following else i0 + step["dur"])
+        out.append((i0, i1, None, [step]))
+    return out
+
+
+def _spec_iterations(steps: list[dict], runs: list[dict]) -> list[tuple[float, float, dict | None, list[dict]]]:
+    """(start, end, run_batch, [its model steps]) per run_batch holding a verify: to the next run_batch, the last one
+    of a trace to its own end."""
+    out = []
+    for k, run in enumerate(runs):
+        r0, r1 = run["ts"], run["ts"] + run["dur"]
+        spans = [s for s in steps if r0 <= s["ts"] < r1]
+        if not any(s["name"].startswith("step[VERIFY") for s in spans):
+            continue  # a prefill, or a step nobody speculated in
+        out.append((r0, runs[k + 1]["ts"] if k + 1 < len(runs) else r1, run, spans))
+    return out
