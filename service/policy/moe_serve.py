@@ -101,7 +101,7 @@ from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
-from service.policy.moe_serve_observe import drafted_probs, fresh_accepted, observe
+from service.policy.moe_serve_observe import drafted_probs, observe, priced_for
 from service.policy.moe_serve_probe import judge_due, probe_breaks_slo, probes_pay, rejudging_could_pay
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.moe_serve_trim import trim_to_confidences
@@ -178,7 +178,7 @@ class MoeServePolicy:
         self._shadowed: set[str] = set()  # requests whose acceptance the engine measures from drafts in hand
         self._judged: set[str] = set()  # requests whose drafter the engine judged at least once (judging)
         self.judge_after = judge_after  # tokens a request emits before its first judgement
-        self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, steps measured): `_reusing`
+        self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -209,9 +209,7 @@ class MoeServePolicy:
                 self._depth[r.request_id] = r.draft_depth
                 probs.append(self._drafted_probs(r.request_id, r.draft_depth))
                 caps.append(life_cap(min(k_cap, r.draft_depth), r))
-        fresh = self._fresh_accepted(reqs)
-        model = self.model if fresh is None else self.model.reusing(fresh)
-        chosen = self.allocate(probs, caps, step_time_cap(batch), True, batch, model)
+        chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
         ks = list(chosen)
         self._probing = set()
         starting: list[int] = []  # requests whose probe phase is due to start this step (decided jointly below)
@@ -290,12 +288,12 @@ class MoeServePolicy:
     ) -> list[int]:
         """K per request (module docstring); probs[r][i] = P(accept draft i+1 | drafts 1..i accepted); `layout`:
         the batch whose verify layout prices the tokens and whose requests' draft backlogs price drafting (None =
-        ragged, no backlog); `model`: the cost model to price with (default: the fitted one).
+        ragged, no backlog); `model`: the cost model to price with (default: `layout`'s requests' `_priced_for`).
 
         With `drafting`, the depth D is searched from 1 up until two depths in a row bring no improvement (one
         is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins); without it
         (trim), the drafts exist already and one pass starts from caps."""
-        model = model or self.model
+        model = model or (self.model if layout is None else self._priced_for(layout.requests))
         chains = [chain(p, c) for p, c in zip(probs, caps, strict=True)]
         backlogs = [0.0] * len(chains) if layout is None else amortized(layout.requests, chains)
         best_ks = zero = [0] * len(chains)
@@ -357,8 +355,8 @@ class MoeServePolicy:
         """Predicted step time. `chains`: the requests' acceptance chains, which give the drafts expected accepted
         (verify cost depends on them, expert_routing.SplitAffinity) and, with `amortize`, each drafting request's
         backlog as its share of one step (`amortized`); without them the backlogs count whole. `model`: the cost
-        model to price with (default: the fitted one)."""
-        model = model or self.model
+        model to price with (default: `layout`'s requests' `_priced_for`)."""
+        model = model or (self.model if layout is None else self._priced_for(layout.requests))
         tokens = sum(ks) + len(ks) if layout is None else layout.verify_tokens(ks)
         accepted = None if chains is None else sum(sum(c[:k]) for c, k in zip(chains, ks, strict=True))
         if not drafting:
@@ -375,4 +373,4 @@ class MoeServePolicy:
 
     observe = observe
     _drafted_probs = drafted_probs
-    _fresh_accepted = fresh_accepted
+    _priced_for = priced_for

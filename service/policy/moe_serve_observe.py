@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from service.policy.types import StepStats
 
 if TYPE_CHECKING:
+    from service.policy.cost_model import StepTimeModel
     from service.policy.moe_serve import MoeServePolicy
 
 # steps after which the cost model is refitted besides every `refit_every`: the prior's scale is a GPU's, so the
@@ -65,6 +66,13 @@ def fresh_accepted(self: MoeServePolicy, reqs) -> float | None:
     reuse of those that measured theirs (moe_serve.py's module docstring, reuse); None where none did."""
     known = [self._reuse[r.request_id][0] for r in reqs if r.request_id in self._reuse]
     return 1.0 - sum(known) / len(known) if known else None
+
+
+def priced_for(self: MoeServePolicy, reqs) -> StepTimeModel:
+    """The cost model every decision about these requests prices with: accepted drafts at their own expert reuse
+    (`fresh_accepted`, StepTimeModel.reusing) where any measured it, else the fitted model."""
+    fresh = fresh_accepted(self, reqs)
+    return self.model if fresh is None else self.model.reusing(fresh)
 
 
 def depth_key(depth: int) -> str:

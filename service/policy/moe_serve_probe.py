@@ -66,7 +66,7 @@ def probes_pay(
         batch, requests=tuple(replace(r, draft_backlog=0) if i in members else r for i, r in enumerate(reqs))
     )
     now = self._objective(ks, base_chains, whole, True, paid)[1]
-    hoped_model = self.model.hoped()  # accepted drafts at the target's own routing until measured
+    hoped_model = self._priced_for(reqs).hoped()  # accepted drafts at the target's own routing until measured
     gain = 0.0
     for depth in range(1, k + 1):
         hoped = [list(p) for p in probs]

@@ -587,6 +587,18 @@ def test_accepted_drafts_are_priced_at_the_requests_own_expert_reuse(reuse, spec
     assert (policy.decide(batch(1, max_k=3)).requests[0].k > 0) == speculates
 
 
+@pytest.mark.parametrize(("reuse", "verifies"), [(None, False), (1.0, True)])
+def test_every_allocation_for_a_batch_prices_its_own_expert_reuse(reuse, verifies):
+    """Not only the first allocation of a step: the trim's re-run on the drafts in hand (drafting cost sunk) prices
+    accepted drafts at the batch's own reuse too, so it does not undo what the allocation chose."""
+    policy = fresh_accepted_steps()
+    if reuse is not None:
+        step = replace(stats([0], [0], 0.025 / 0.9, unique=(4,) * 4), plain=True, draft_steps=0)
+        policy.observe(replace(step, requests=(RequestStepStats("r0", 0, 0, reuse),)))
+    lens = policy.allocate([[0.5] * 3], [3], float("inf"), drafting=False, layout=batch(1, max_k=3))
+    assert (lens[0] > 0) == verifies
+
+
 def test_expert_reuse_is_checked():
     with pytest.raises(ValueError, match="expert_reuse"):
         RequestStepStats("r0", 0, 0, 1.5)
