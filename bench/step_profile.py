@@ -194,16 +194,16 @@ def measure(
         for batch in batches:
             traces = {}
             for v, engine in engines.items():
+                stages = STAGES if hints[v] is None else STAGES[:1]  # a speculative engine: its decode steps
                 for attempt in range(PROFILE_TRIES):
                     tag = f"{ckpt.path.name}-{v}-b{batch}-{attempt}"
                     try:
-                        stages = STAGES if hints[v] is None else STAGES[:1]
                         traces[v] = profile_load(engine.url, prompts, batch, steps, tmp, tag, stages, hints[v])
                     except (httpx.HTTPError, RuntimeError) as err:
                         print(f"profile of {tag} failed ({err!r}); restarting its engine")
                         engine.restart()
                         continue
-                    if len(traces[v]) == (2 if hints[v] is None else 1):
+                    if len(traces[v]) == len(stages):
                         break
                     engine.restart()
             tpots: dict[str, list[float]] = {v: [] for v in engines}

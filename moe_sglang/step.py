@@ -152,7 +152,12 @@ class SpecRuntime:
             self.policies.observe(name, stats)
         self._remember(requests)
         self.request_stats.record_step(
-            step.rids, plan.policies, plan.ks, verified, [r.accepted for r in requests], step.expert_reuse or None
+            step.rids,
+            plan.policies,
+            plan.ks,
+            verified,
+            [r.accepted for r in requests],
+            [r.expert_reuse for r in requests],
         )
         if shadow:
             self.request_stats.record_shadow(shadow)
