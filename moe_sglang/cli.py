@@ -6,7 +6,7 @@ import argparse
 import os
 
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, SPEC_ALGORITHMS, EngineConfig, SpeculationConfig
-from moe_sglang.settings import BUDGET_MODES, CPU_ATTENTION, VERIFY_LAYOUTS, EngineSettings
+from moe_sglang.settings import BUDGET_MODES, CPU_ATTENTION, CPU_GEMM, VERIFY_LAYOUTS, EngineSettings
 
 METRICS_FLAG = "--enable-metrics"
 
@@ -49,6 +49,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         choices=CPU_ATTENTION,
         help="CPU engine: batched = one padded attention product per layer; loop = per request (for comparisons)",
     )
+    parser.add_argument(
+        "--cpu-gemm",
+        default=EngineSettings().cpu_gemm,
+        choices=CPU_GEMM,
+        help="CPU engine's expert products: tuned = the faster form per shape and row count; linear = SGLang's",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -78,6 +84,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             budget_mode=args.budget_mode,
             verify_layout=args.verify_layout,
             cpu_attention=args.cpu_attention,
+            cpu_gemm=args.cpu_gemm,
         ),
         extra_args=extra,
     )

@@ -21,8 +21,10 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    `intel_amx` backend instead of silently rewriting it to `torch_native` (which rejects target-verify batches). Only
    the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed;
-7. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
-8. makes sampled speculative verification lossless on CPU (sampled_verify.py).
+7. runs SGLang's CPU MoE forward with each expert's products in the form the CPU runs fastest for their few rows,
+   tuned on the weights at the first forward (cpu_moe.py; setting `cpu_gemm=linear` keeps SGLang's);
+8. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
+9. makes sampled speculative verification lossless on CPU (sampled_verify.py).
 
 SGLang logs and swallows plugin exceptions, so failures are also recorded in `PluginState`; an incompatible SGLang
 raises SystemExit, which SGLang does not swallow.
@@ -75,14 +77,17 @@ def load() -> None:
 def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
-    from moe_sglang import cpu_attention, sampled_verify
+    from moe_sglang import cpu_attention, cpu_moe, sampled_verify
     from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
     from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
 
-    STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel", attention=EngineSettings.from_env().cpu_attention)
+    settings = EngineSettings.from_env()
+    STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel", attention=settings.cpu_attention)
     cpu_attention.register()
+    if settings.cpu_gemm == "tuned":
+        cpu_moe.install()
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()

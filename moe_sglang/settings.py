@@ -27,12 +27,17 @@ VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
 # one padded product per layer; loop = request by request (the reference; kept for comparisons).
 CPU_ATTENTION = ("batched", "loop")
 
+# How the CPU engine multiplies each expert's few rows (moe_sglang/cpu_moe.py): tuned = per shape and row count the
+# faster of two forms of the product, timed on the weights at the first forward; linear = SGLang's own F.linear.
+CPU_GEMM = ("tuned", "linear")
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
     "budget_mode": "MOE_SERVE_BUDGET_MODE",
     "verify_layout": "MOE_SERVE_VERIFY_LAYOUT",
     "cpu_attention": "MOE_SERVE_CPU_ATTENTION",
+    "cpu_gemm": "MOE_SERVE_CPU_GEMM",
 }
 
 
@@ -43,6 +48,7 @@ class EngineSettings:
     budget_mode: str = "truncation"  # how the verify expert budget drops experts (expert_budget.BUDGET_MODES)
     verify_layout: str = "ragged"  # VERIFY_LAYOUTS
     cpu_attention: str = "batched"  # CPU_ATTENTION
+    cpu_gemm: str = "tuned"  # CPU_GEMM
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -51,6 +57,8 @@ class EngineSettings:
             raise ValueError(f"verify layout {self.verify_layout!r}: expected one of {VERIFY_LAYOUTS}")
         if self.cpu_attention not in CPU_ATTENTION:
             raise ValueError(f"CPU attention {self.cpu_attention!r}: expected one of {CPU_ATTENTION}")
+        if self.cpu_gemm not in CPU_GEMM:
+            raise ValueError(f"CPU expert products {self.cpu_gemm!r}: expected one of {CPU_GEMM}")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -71,6 +79,7 @@ class EngineSettings:
             ENV["budget_mode"]: self.budget_mode,
             ENV["verify_layout"]: self.verify_layout,
             ENV["cpu_attention"]: self.cpu_attention,
+            ENV["cpu_gemm"]: self.cpu_gemm,
         }
 
     @classmethod
@@ -83,4 +92,5 @@ class EngineSettings:
             budget_mode=env.get(ENV["budget_mode"]) or defaults.budget_mode,
             verify_layout=env.get(ENV["verify_layout"]) or defaults.verify_layout,
             cpu_attention=env.get(ENV["cpu_attention"]) or defaults.cpu_attention,
+            cpu_gemm=env.get(ENV["cpu_gemm"]) or defaults.cpu_gemm,
         )

@@ -306,6 +306,13 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "dynamic_expert_bias=None, router_logits_partials=None)",
     ),
     Touchpoint(
+        "sglang.srt.layers.moe.fused_moe_native.moe_forward_native",
+        "hook",
+        "the CPU MoE forward with tuned expert products (cpu_moe.py): SGLang has no registry for the CPU MoE kernel; "
+        "forward_cpu imports this function at each call",
+        "(layer, x, topk_output, moe_runner_config)",
+    ),
+    Touchpoint(
         "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul",
         "hook",
         "a Triton-only kernel with no CPU branch: its torch version on CPU",

@@ -1,0 +1,89 @@
+"""The CPU engine's MoE forward: SGLang's `moe_forward_native` with each expert's two products in the form the
+CPU runs fastest for its few rows (service/kernels/small_gemm.py).
+
+Without packed AMX weights (plugin.py, point 6) SGLang's `UnquantizedFusedMoEMethod.forward_cpu` runs
+`moe_forward_native`: tokens sorted by expert, then per expert hit `F.linear` for gate/up, the activation, `F.linear`
+for down. A decode step gives each expert 1-2 rows and a verify 2-5; at those sizes `F.linear` lands in BLAS routines
+that read the weight at half the speed another form of the same product does (small_gemm's table), and the expert
+products are most of a step on a memory-bound MoE. The first forward tunes a `GemmPlan` on the layer's own weights
+(both forms timed, per row count); every later one multiplies in the planned form. The routing, sorting and combine
+are SGLang's, line for line; anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router weights on
+the input) goes to SGLang's function unchanged.
+
+Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
+`moe_forward_native` from its module at each call, so replacing that module attribute is the one seam.
+Setting `cpu_gemm=linear` (settings.py) leaves SGLang's function in place, for comparisons.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from service.kernels.small_gemm import GemmPlan
+
+logger = logging.getLogger(__name__)
+
+TARGET = "sglang.srt.layers.moe.fused_moe_native.moe_forward_native"
+PLAN = GemmPlan()  # per process: tuned on the first forward of each expert shape
+_ORIGINAL: list = []  # SGLang's function, for the cases this path leaves to it
+
+
+def install() -> None:
+    from sglang.srt.layers.moe import fused_moe_native
+
+    from moe_sglang.touchpoints import hook
+
+    if not _ORIGINAL:
+        _ORIGINAL.append(fused_moe_native.moe_forward_native)
+    hook(TARGET, moe_forward, "replace")
+
+
+def moe_forward(layer: torch.nn.Module, x: torch.Tensor, topk_output, moe_runner_config) -> torch.Tensor:
+    """`moe_forward_native(layer, x, topk_output, moe_runner_config)` with planned expert products."""
+    if not _covered(layer, moe_runner_config):
+        return _ORIGINAL[0](layer, x, topk_output, moe_runner_config)
+    w13, w2 = layer.w13_weight, layer.w2_weight
+    if (w13.shape[1], w13.shape[2], 1) not in PLAN.forms or (w2.shape[1], w2.shape[2], 1) not in PLAN.forms:
+        PLAN.tune([w13.detach(), w2.detach()])
+        logger.info("moe-serve CPU expert products: %s", PLAN.describe())
+    topk_weights, topk_ids, _ = topk_output
+    cnts = topk_ids.new_zeros((topk_ids.shape[0], layer.num_experts))
+    cnts.scatter_(1, topk_ids.to(torch.int64), 1)
+    tokens_per_expert = cnts.sum(dim=0).tolist()
+    idxs = topk_ids.reshape(-1).argsort()
+    sorted_tokens = x[idxs // topk_ids.shape[1]]
+    half = w13.shape[1] // 2
+    outputs, start = [], 0
+    for expert, count in enumerate(tokens_per_expert):
+        if count == 0:
+            continue
+        rows = sorted_tokens[start : start + count]
+        gate_up = PLAN.mm(rows, w13[expert])
+        outputs.append(PLAN.mm(torch.nn.functional.silu(gate_up[:, :half]) * gate_up[:, half:], w2[expert]))
+        start += count
+    outs = torch.cat(outputs, dim=0) if outputs else sorted_tokens.new_empty(0)
+    new_x = torch.empty_like(outs)
+    new_x[idxs] = outs
+    return (
+        new_x.view(*topk_ids.shape, -1)
+        .type(topk_weights.dtype)
+        .mul_(topk_weights.unsqueeze(dim=-1))
+        .sum(dim=1)
+        .type(new_x.dtype)
+    )
+
+
+def _covered(layer, config) -> bool:
+    """Float32 experts with SiLU gating (Mixtral, Qwen2-MoE, OLMoE), no biases, no clamped SwiGLU, router weights
+    applied after."""
+    return (
+        config.activation == "silu"
+        and config.gemm1_alpha is None
+        and not config.apply_router_weight_on_input
+        and getattr(layer, "w13_weight_bias", None) is None
+        and getattr(layer, "w2_weight_bias", None) is None
+        and layer.w13_weight.dtype == torch.float32
+        and layer.w13_weight.dim() == 3
+    )

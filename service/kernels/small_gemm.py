@@ -1,0 +1,113 @@
+"""`x @ w.T` for the few rows of a decode or verify step, in the form the CPU's BLAS runs fastest for that shape.
+
+A decode step multiplies 1 row per request by each weight, a verify 2-5; at such sizes the product is memory-bound
+(the weight is read once) and its time depends on which BLAS routine the call lands in, not on the arithmetic.
+Measured on a 2-core AMD EPYC (AVX2, MKL, 1 thread, moe-fine x48's experts: w13 [9216, 256], w2 [256, 4608], four
+experts per layer, weights from DRAM), ms per layer:
+
+    w13, m rows      1      2      3      4      8
+    F.linear       2.96   4.39   5.14   3.93   4.65
+    w @ x.T        2.96   1.60   2.11   1.92   3.52
+    same, m = 1 as two rows: 1.48
+    w2: F.linear is the faster (0.78 at m = 1, ~bandwidth).
+
+The same product in two forms (`FORMS`):
+    linear        F.linear(x, w): the reference
+    weight_major  (w @ x.T).T: BLAS sees the weight as the left operand; a single row is doubled first (the
+                  two-column product ran at twice the speed of the one-row one above)
+Which form wins depends on the CPU, its BLAS and the shape, so nothing is assumed: `GemmPlan.tune` times both forms
+on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps the faster;
+larger products use `linear`. Both forms compute the same sums in a different order, so results agree to float
+rounding, not bit for bit (tests/kernels/test_small_gemm.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+FORMS = ("linear", "weight_major")
+MAX_ROWS = 8  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
+
+
+def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The reference: x [m, in] @ w [out, in].T -> [m, out]."""
+    return F.linear(x, w)
+
+
+def weight_major(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x @ w.T computed as (w @ x.T).T; a single row is doubled (and the copy dropped)."""
+    if x.shape[0] == 1:
+        return torch.mm(w, torch.cat((x, x)).t())[:, :1].t().contiguous()
+    return torch.mm(w, x.t()).t().contiguous()
+
+
+_FORM_FN: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "linear": linear,
+    "weight_major": weight_major,
+}
+
+
+@dataclass
+class GemmPlan:
+    """Per weight shape (out, in) and row count m <= max_rows, the form to use; `linear` for anything untuned."""
+
+    forms: dict[tuple[int, int, int], str] = field(default_factory=dict)  # (out, in, m) -> form
+    max_rows: int = MAX_ROWS
+
+    def form(self, out_features: int, in_features: int, rows: int) -> str:
+        return self.forms.get((out_features, in_features, rows), "linear")
+
+    def mm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """x [m, in] @ w [out, in].T in the planned form (float32, 2-D, contiguous rows expected)."""
+        return _FORM_FN[self.form(w.shape[0], w.shape[1], x.shape[0])](x, w)
+
+    def tune(
+        self,
+        weights: Iterable[torch.Tensor],
+        repeats: int = 5,
+        timer: Callable[[torch.Tensor, int], dict[str, float]] | None = None,
+    ) -> GemmPlan:
+        """Time both forms for each distinct shape among `weights` ([n, out, in] stacks, e.g. a MoE layer's
+        experts, or single [out, in] matrices) and each m in 1..max_rows; keep the faster (ties: the earlier form
+        in FORMS). `timer(stack, m)` returns seconds per form (default: `time_forms`); tests inject one."""
+        timer = timer or (lambda stack, m: time_forms(stack, m, repeats))
+        seen: set[tuple[int, int]] = set()
+        for weight in weights:
+            stack = weight if weight.dim() == 3 else weight.unsqueeze(0)
+            shape = (stack.shape[1], stack.shape[2])
+            if shape in seen:
+                continue
+            seen.add(shape)
+            for m in range(1, self.max_rows + 1):
+                times = timer(stack, m)
+                self.forms[(*shape, m)] = min(FORMS, key=lambda f: (times[f], FORMS.index(f)))
+        return self
+
+    def describe(self) -> dict[str, list[str]]:
+        """{"out x in": [form for m = 1..max_rows]}: what was chosen, for logs and bench JSON."""
+        shapes = sorted({(o, i) for o, i, _ in self.forms})
+        return {f"{o}x{i}": [self.form(o, i, m) for m in range(1, self.max_rows + 1)] for o, i in shapes}
+
+
+def time_forms(stack: torch.Tensor, rows: int, repeats: int = 5) -> dict[str, float]:
+    """Seconds per form for `rows` rows against the matrices of `stack` (at most 8, one product each, so the weights
+    come from memory as in a step): the best of `repeats` passes, the forms taking turns pass by pass."""
+    x = torch.randn(rows, stack.shape[2], dtype=stack.dtype)
+    mats = [stack[i] for i in range(min(stack.shape[0], 8))]
+    best = {}
+    for form in FORMS:
+        _FORM_FN[form](x, mats[0])  # warm the BLAS path
+        best[form] = float("inf")
+    for _ in range(repeats):
+        for form in FORMS:
+            fn = _FORM_FN[form]
+            start = time.perf_counter()
+            for w in mats:
+                fn(x, w)
+            best[form] = min(best[form], time.perf_counter() - start)
+    return best

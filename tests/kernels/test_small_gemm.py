@@ -1,0 +1,62 @@
+import pytest
+import torch
+
+from service.kernels.small_gemm import FORMS, MAX_ROWS, GemmPlan, linear, time_forms, weight_major
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 8, 13])
+@pytest.mark.parametrize(("out_features", "in_features"), [(96, 64), (7, 130), (512, 48)])
+def test_weight_major_is_the_product(rows, out_features, in_features):
+    g = torch.Generator().manual_seed(rows * 1000 + out_features)
+    x = torch.randn(rows, in_features, generator=g)
+    w = torch.randn(out_features, in_features, generator=g)
+    y = weight_major(x, w)
+    assert y.shape == (rows, out_features) and y.is_contiguous()
+    torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(linear(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
+
+
+def test_an_untuned_plan_is_the_reference():
+    x, w = torch.randn(3, 16), torch.randn(24, 16)
+    plan = GemmPlan()
+    assert plan.form(24, 16, 3) == "linear"
+    assert torch.equal(plan.mm(x, w), linear(x, w))
+
+
+def test_tune_keeps_the_faster_form_per_shape_and_rows():
+    calls = []
+
+    def timer(stack, m):  # weight_major faster for 2..4 rows of the wide shape only
+        calls.append((tuple(stack.shape), m))
+        wide = stack.shape[1] > stack.shape[2]
+        return {"linear": 1.0, "weight_major": 0.5 if wide and 2 <= m <= 4 else 2.0}
+
+    wide, tall = torch.zeros(4, 32, 8), torch.zeros(4, 8, 16)
+    plan = GemmPlan(max_rows=5).tune([wide, tall, torch.zeros(4, 32, 8)], timer=timer)
+    assert [plan.form(32, 8, m) for m in range(1, 6)] == [
+        "linear",
+        "weight_major",
+        "weight_major",
+        "weight_major",
+        "linear",
+    ]
+    assert all(plan.form(8, 16, m) == "linear" for m in range(1, 6))
+    assert plan.form(32, 8, 6) == "linear"  # beyond max_rows: the reference
+    assert len(calls) == 10  # each shape once, however often it appears
+    assert plan.describe()["32x8"][1] == "weight_major"
+
+
+def test_ties_go_to_the_reference():
+    plan = GemmPlan(max_rows=2).tune([torch.zeros(8, 4)], timer=lambda stack, m: dict.fromkeys(FORMS, 1.0))
+    assert plan.describe() == {"8x4": ["linear", "linear"]}
+
+
+def test_a_single_matrix_is_tuned_as_a_stack_of_one():
+    plan = GemmPlan(max_rows=1).tune([torch.zeros(8, 4)], timer=lambda stack, m: {"linear": 2.0, "weight_major": 1.0})
+    assert plan.form(8, 4, 1) == "weight_major"
+
+
+def test_time_forms_times_every_form():
+    times = time_forms(torch.randn(3, 64, 32), rows=2, repeats=2)
+    assert set(times) == set(FORMS) and all(0 < t < 1 for t in times.values())
+    assert MAX_ROWS >= 5  # a verify of 4 drafts gives an expert up to 5 rows of one request

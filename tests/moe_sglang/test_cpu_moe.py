@@ -1,0 +1,80 @@
+"""moe_sglang/cpu_moe.py against SGLang's own moe_forward_native on the same layer and routing."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from moe_sglang import cpu_moe
+from service.kernels.small_gemm import FORMS, GemmPlan
+
+
+def _layer(experts=6, hidden=32, inter=24, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return SimpleNamespace(
+        num_experts=experts,
+        w13_weight=torch.randn(experts, 2 * inter, hidden, generator=g) / hidden**0.5,
+        w2_weight=torch.randn(experts, hidden, inter, generator=g) / inter**0.5,
+    )
+
+
+def _config(activation="silu"):
+    return SimpleNamespace(
+        activation=activation, gemm1_alpha=None, gemm1_clamp_limit=None, apply_router_weight_on_input=False
+    )
+
+
+def _routing(tokens, experts, k, seed):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(tokens, experts, generator=g)
+    weights, ids = torch.topk(torch.softmax(logits, -1), k)
+    return weights / weights.sum(-1, keepdim=True), ids.to(torch.int32), None
+
+
+@pytest.fixture
+def plan(monkeypatch):
+    """A plan that uses the weight-major form for every row count (the reference is what SGLang runs)."""
+    tuned = GemmPlan()
+    monkeypatch.setattr(cpu_moe, "PLAN", tuned)
+    monkeypatch.setattr(cpu_moe, "_ORIGINAL", [])
+    return tuned
+
+
+@pytest.mark.parametrize(("tokens", "k"), [(1, 2), (4, 2), (5, 3), (16, 2)])
+def test_matches_sglang_moe_forward_native(plan, tokens, k):
+    from sglang.srt.layers.moe.fused_moe_native import moe_forward_native
+
+    layer = _layer(seed=tokens)
+    x = torch.randn(tokens, 32, generator=torch.Generator().manual_seed(k))
+    topk = _routing(tokens, layer.num_experts, k, seed=tokens + k)
+    plan.tune([layer.w13_weight, layer.w2_weight], timer=lambda s, m: {"linear": 1.0, "weight_major": 0.5})
+    ours = cpu_moe.moe_forward(layer, x, topk, _config())
+    torch.testing.assert_close(ours, moe_forward_native(layer, x, topk, _config()), rtol=1e-5, atol=1e-5)
+
+
+def test_first_forward_tunes_the_layers_shapes(plan, monkeypatch):
+    timed = []
+    monkeypatch.setattr(
+        GemmPlan,
+        "tune",
+        lambda self, weights, **kw: (
+            timed.append([tuple(w.shape) for w in weights])
+            or self.forms.update({(o, i, m): FORMS[0] for o, i in ((48, 32), (32, 24)) for m in range(1, 9)})
+        ),
+    )
+    layer = _layer()
+    topk = _routing(2, 6, 2, seed=0)
+    cpu_moe.moe_forward(layer, torch.randn(2, 32), topk, _config())
+    cpu_moe.moe_forward(layer, torch.randn(2, 32), topk, _config())
+    assert timed == [[(6, 48, 32), (6, 32, 24)]]  # once
+
+
+def test_uncovered_cases_go_to_sglang(plan):
+    seen = []
+    cpu_moe._ORIGINAL.append(lambda *args: seen.append(args) or "sglang")
+    layer = _layer()
+    topk = _routing(2, 6, 2, seed=1)
+    assert cpu_moe.moe_forward(layer, torch.randn(2, 32), topk, _config("gelu")) == "sglang"
+    layer.w13_weight_bias = torch.zeros(6, 48)
+    assert cpu_moe.moe_forward(layer, torch.randn(2, 32), topk, _config()) == "sglang"
+    assert len(seen) == 2 and not plan.forms
