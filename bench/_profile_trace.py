@@ -35,11 +35,15 @@ def _top_level(ops: list[dict]) -> list[dict]:
     return out
 
 
-def _weight_shape(op: dict) -> tuple[int, int] | None:
+def _weight_shape(op: dict, ckpt: MoeCheckpoint | None = None) -> tuple[int, int] | None:
+    """[out, in] of the weight a product reads: F.linear's second operand, x @ W^T's right one, or, for the CPU
+    engine's weight-major form (service/kernels/small_gemm.py: W @ x^T), a left operand shaped like an expert's."""
     dims = (op.get("args") or {}).get("Input Dims") or []
     if op["name"] == "aten::linear" and len(dims) >= 2 and len(dims[1]) == 2:
         return tuple(dims[1])  # [out, in]
     if op["name"] in ("aten::mm", "aten::matmul", "aten::addmm") and len(dims) >= 2:
+        if ckpt is not None and op["name"] != "aten::addmm" and tuple(dims[0]) in _expert_shapes(ckpt):
+            return tuple(dims[0])  # W @ x^T
         b = dims[-1] if op["name"] != "aten::addmm" else dims[2]
         if len(b) == 2:
             return (b[1], b[0])  # x @ W^T: the weight read is [in, out] transposed
@@ -53,7 +57,7 @@ def classify(op: dict, ckpt: MoeCheckpoint) -> str:
     if name.startswith("sgl_kernel::"):
         return "sgl_kernel_other"
     if name in GEMM_OPS:
-        shape = _weight_shape(op)
+        shape = _weight_shape(op, ckpt)
         if shape in _expert_shapes(ckpt):
             return "expert_gemm"
         if shape is not None and min(shape) > 1:
@@ -96,7 +100,7 @@ def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
                     totals[bucket] += op["dur"]
                     in_ops += op["dur"]
                     if bucket in ("expert_gemm", "dense_gemm"):
-                        out_f, in_f = _weight_shape(op)
+                        out_f, in_f = _weight_shape(op, ckpt)
                         weight_bytes += out_f * in_f * 4  # fp32 engine
             totals["draft_model" if draft else "forward_glue"] += max(0.0, span["dur"] - in_ops)
         model = sum(span["dur"] for span in spans)

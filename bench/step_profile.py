@@ -30,7 +30,12 @@ GEMM time) / profiled step time; `inflate_for_share` is the expert-size factor t
 (expert GEMM time assumed to scale with the factor, everything else fixed).
 
     python -m bench.step_profile [--model PATH] [--inflate 8 | --inflated PATH] [--batches 1,8] [--steps 24]
-                                 [--variants batched,loop] [--verify-k 3] [--draft-model PATH] [--quick] [--out DIR]
+                                 [--variants batched,batched+linear] [--verify-k 3] [--draft-model PATH] [--quick]
+                                 [--out DIR]
+
+A variant is an engine's CPU attention (`batched` | `loop`, EngineSettings.cpu_attention) and, after `+`, its
+expert products (`tuned` | `linear`, EngineSettings.cpu_gemm; default tuned): `batched,batched+linear` compares the
+tuned expert products (moe_sglang/cpu_moe.py) with SGLang's `F.linear`.
 """
 
 from __future__ import annotations
@@ -60,14 +65,23 @@ from bench.policies import as_token_ids
 from bench.verify_cost import memory_bandwidth
 from moe_sglang.launch import EngineConfig, SpeculationConfig
 from moe_sglang.server import running_engine
-from moe_sglang.settings import CPU_ATTENTION, EngineSettings
+from moe_sglang.settings import CPU_ATTENTION, CPU_GEMM, EngineSettings
 from service.models.inflate import factor_for_weight_share
 
 WEIGHT_SHARE_GOAL = 0.7
 
 
+def variant_settings(variant: str) -> EngineSettings:
+    """A variant: an EngineSettings.cpu_attention value, with `+linear` for SGLang's own expert products instead of
+    the tuned ones (EngineSettings.cpu_gemm), e.g. `batched+linear`."""
+    attention, _, gemm = variant.partition("+")
+    if attention not in CPU_ATTENTION or gemm not in ("", *CPU_GEMM):
+        raise SystemExit(f"variant {variant!r}: ATTENTION[+GEMM], ATTENTION of {CPU_ATTENTION}, GEMM of {CPU_GEMM}")
+    return EngineSettings(cpu_attention=attention, cpu_gemm=gemm or "tuned")
+
+
 def engine_config(
-    model: Path, threads: int, cpu_attention: str = "batched", speculation: SpeculationConfig | None = None
+    model: Path, threads: int, variant: str = "batched", speculation: SpeculationConfig | None = None
 ) -> EngineConfig:
     return EngineConfig(
         model_path=str(model),
@@ -76,7 +90,7 @@ def engine_config(
         max_running_requests=16,
         max_total_tokens=8192,
         speculation=speculation or SpeculationConfig(),
-        settings=EngineSettings(cpu_attention=cpu_attention),
+        settings=variant_settings(variant),
     )
 
 
@@ -169,7 +183,7 @@ def measure(
     tmp: Path,
     verify: tuple[int, Path] | None = None,
 ) -> list[dict]:
-    """Each variant (EngineSettings.cpu_attention) on its own engine, all up at once; per batch, one profile per
+    """Each variant (`variant_settings`) on its own engine, all up at once; per batch, one profile per
     variant, then the unprofiled TPOT runs taking turns (rotated order) so load changes hit all variants alike.
     `verify` = (K, draft model): the verify stage too, on a STANDALONE engine of the first variant whose requests
     all run at static K (module docstring), its unprofiled TPOT measured in the same turns."""
@@ -234,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         default="batched",
-        help=f"comma-separated EngineSettings.cpu_attention values, one engine each (of {CPU_ATTENTION})",
+        help=f"comma-separated engine variants, one engine each: ATTENTION[+GEMM] (cpu_attention of {CPU_ATTENTION}, "
+        f"cpu_gemm of {CPU_GEMM}, default tuned), e.g. batched,batched+linear",
     )
     parser.add_argument("--verify-k", type=int, default=3, help="drafts per request of the verify stage (0: none)")
     parser.add_argument("--draft-model", type=Path, default=None, help="its STANDALONE draft (default: the model's)")
@@ -248,8 +263,10 @@ def main(argv: list[str] | None = None) -> int:
     batches = (1,) if args.quick else tuple(int(b) for b in args.batches.split(","))
     steps, repeats = (8, 1) if args.quick else (args.steps, args.repeats)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if not variants or any(v not in CPU_ATTENTION for v in variants) or len(variants) > 2:
-        raise SystemExit(f"--variants: one or two of {CPU_ATTENTION} (at most two engines at once)")
+    if not variants or len(variants) > 2:
+        raise SystemExit("--variants: one or two (at most two engines at once)")
+    for v in variants:
+        variant_settings(v)
     prompts = as_token_ids(prompt_sets(16, 400), source, 96)["mixed"]
     draft = args.draft_model or DENSE_DRAFTS.get(source.name)
     if args.verify_k < 0 or (args.verify_k and not (draft and (Path(draft) / "config.json").exists())):

@@ -63,3 +63,18 @@ def test_a_plain_iteration_runs_from_model_step_to_model_step(tmp_path):
     assert row["draft_model_ms"] == 0 and row["spec_glue_ms"] == 0
     assert row["expert_gemm_ms"] * 1e3 == pytest.approx(150)  # 300 over two iterations
     assert row["scheduler_ms"] * 1e3 == pytest.approx(600 / 2)  # to the next step; the last one: none follows
+
+
+def test_weight_major_expert_products_count_as_experts(tmp_path):
+    events = [
+        note("scheduler.run_batch", 0, 600),
+        note("step[DECODE bs=1]", 100, 400),
+        op("aten::mm", 110, 100, [[12, 4], [4, 2]]),  # W @ x^T (small_gemm's weight-major form, one row doubled)
+        op("aten::mm", 220, 50, [[1, 6], [6, 4]]),  # x @ W^T of the down projection [H, I]
+        op("aten::mm", 280, 30, [[2, 4], [4, 12]]),  # a left operand not shaped like an expert: x @ W^T
+        note("scheduler.run_batch", 1000, 600),
+        note("step[DECODE bs=1]", 1100, 400),
+    ]
+    row = analyse_trace(trace(tmp_path, events), CKPT)
+    assert row["expert_gemm_ms"] * 1e3 == pytest.approx((100 + 50 + 30) / 2)
+    assert row["weight_bytes"] == pytest.approx((12 * 4 + 4 * 6 + 12 * 4) * 4 / 2)
