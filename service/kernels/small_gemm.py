@@ -2,8 +2,8 @@
 
 A decode step multiplies 1 row per request by each weight, a verify 2-5; at such sizes the product is memory-bound
 (the weight is read once) and its time depends on which BLAS routine the call lands in, not on the arithmetic.
-Measured on a 2-core AMD EPYC (AVX-512, no AMX; MKL, 1 thread, moe-fine x48's experts: w13 [9216, 256], w2 [256, 4608], four
-experts per layer, weights from DRAM), ms per layer:
+Measured on a 2-core AMD EPYC (AVX-512, no AMX; MKL, 1 thread, moe-fine x48's experts: w13 [9216, 256], w2 [256,
+4608], four experts per layer, weights from DRAM), ms per layer:
 
     w13, m rows      1      2      3      4      8
     F.linear       2.96   4.39   5.14   3.93   4.65
