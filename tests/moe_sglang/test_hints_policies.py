@@ -73,7 +73,11 @@ def test_unknown_policy_falls_back_to_default():
 
 def test_settings_round_trip_through_the_environment_and_reach_the_policy():
     settings = EngineSettings(
-        default_policy="cascade", policy_params_json='{"static": {"k": 1}}', verify_layout="fixed", cpu_attention="loop"
+        default_policy="cascade",
+        policy_params_json='{"static": {"k": 1}}',
+        verify_layout="fixed",
+        cpu_attention="loop",
+        cpu_gemm="linear",
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -89,6 +93,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(budget_mode="drop-all"),
         dict(verify_layout="diagonal"),
         dict(cpu_attention="sideways"),
+        dict(cpu_gemm="fastest"),
         dict(default_policy=" "),
     ],
 )
