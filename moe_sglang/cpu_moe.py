@@ -6,8 +6,8 @@ Without packed AMX weights (plugin.py, point 6) SGLang's `UnquantizedFusedMoEMet
 for down. A decode step gives each expert 1-2 rows and a verify 2-5; at those sizes `F.linear` lands in BLAS routines
 that read the weight at half the speed another form of the same product does (small_gemm's table), and the expert
 products are most of a step on a memory-bound MoE. The first forward tunes a `GemmPlan` on the layer's own weights
-(both forms timed, per row count); every later one multiplies in the planned form. The routing, sorting and combine
-are SGLang's, line for line; anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router weights on
+(both forms timed, per row count); every later one multiplies in the planned form (small_gemm.moe_experts: the
+sorting and combine are SGLang's); anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router weights on
 the input) goes to SGLang's function unchanged.
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
@@ -21,7 +21,7 @@ import logging
 
 import torch
 
-from service.kernels.small_gemm import GemmPlan
+from service.kernels.small_gemm import GemmPlan, moe_experts
 
 logger = logging.getLogger(__name__)
 
@@ -49,30 +49,7 @@ def moe_forward(layer: torch.nn.Module, x: torch.Tensor, topk_output, moe_runner
         PLAN.tune([w13.detach(), w2.detach()])
         logger.info("moe-serve CPU expert products: %s", PLAN.describe())
     topk_weights, topk_ids, _ = topk_output
-    cnts = topk_ids.new_zeros((topk_ids.shape[0], layer.num_experts))
-    cnts.scatter_(1, topk_ids.to(torch.int64), 1)
-    tokens_per_expert = cnts.sum(dim=0).tolist()
-    idxs = topk_ids.reshape(-1).argsort()
-    sorted_tokens = x[idxs // topk_ids.shape[1]]
-    half = w13.shape[1] // 2
-    outputs, start = [], 0
-    for expert, count in enumerate(tokens_per_expert):
-        if count == 0:
-            continue
-        rows = sorted_tokens[start : start + count]
-        gate_up = PLAN.mm(rows, w13[expert])
-        outputs.append(PLAN.mm(torch.nn.functional.silu(gate_up[:, :half]) * gate_up[:, half:], w2[expert]))
-        start += count
-    outs = torch.cat(outputs, dim=0) if outputs else sorted_tokens.new_empty(0)
-    new_x = torch.empty_like(outs)
-    new_x[idxs] = outs
-    return (
-        new_x.view(*topk_ids.shape, -1)
-        .type(topk_weights.dtype)
-        .mul_(topk_weights.unsqueeze(dim=-1))
-        .sum(dim=1)
-        .type(new_x.dtype)
-    )
+    return moe_experts(PLAN, x, w13, w2, topk_ids, topk_weights)
 
 
 def _covered(layer, config) -> bool:

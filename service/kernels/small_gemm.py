@@ -19,6 +19,9 @@ Which form wins depends on the CPU, its BLAS and the shape, so nothing is assume
 on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps the faster;
 larger products use `linear`. Both forms compute the same sums in a different order, so results agree to float
 rounding, not bit for bit (tests/kernels/test_small_gemm.py).
+
+`moe_experts` is the CPU engine's MoE expert forward with planned products (tokens sorted by expert, as SGLang's
+`moe_forward_native` does, so only the experts hit are visited), tested against moe_ref.moe_forward.
 """
 
 from __future__ import annotations
@@ -92,6 +95,37 @@ class GemmPlan:
         """{"out x in": [form for m = 1..max_rows]}: what was chosen, for logs and bench JSON."""
         shapes = sorted({(o, i) for o, i, _ in self.forms})
         return {f"{o}x{i}": [self.form(o, i, m) for m in range(1, self.max_rows + 1)] for o, i in shapes}
+
+
+def moe_experts(
+    plan: GemmPlan, x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor, topk_weights
+) -> torch.Tensor:
+    """`out[t] = Σ_j w[t, j] · expert_{ids[t, j]}(x[t])` (moe_ref.moe_forward's semantics, SiLU gating, no mask) with
+    each expert's two products in `plan`'s form. x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k]."""
+    cnts = topk_ids.new_zeros((topk_ids.shape[0], w13.shape[0]))
+    cnts.scatter_(1, topk_ids.to(torch.int64), 1)
+    tokens_per_expert = cnts.sum(dim=0).tolist()
+    idxs = topk_ids.reshape(-1).argsort()
+    sorted_tokens = x[idxs // topk_ids.shape[1]]
+    half = w13.shape[1] // 2
+    outputs, start = [], 0
+    for expert, count in enumerate(tokens_per_expert):
+        if count == 0:
+            continue
+        rows = sorted_tokens[start : start + count]
+        gate_up = plan.mm(rows, w13[expert])
+        outputs.append(plan.mm(F.silu(gate_up[:, :half]) * gate_up[:, half:], w2[expert]))
+        start += count
+    outs = torch.cat(outputs, dim=0) if outputs else sorted_tokens.new_empty(0)
+    new_x = torch.empty_like(outs)
+    new_x[idxs] = outs
+    return (
+        new_x.view(*topk_ids.shape, -1)
+        .type(topk_weights.dtype)
+        .mul_(topk_weights.unsqueeze(dim=-1))
+        .sum(dim=1)
+        .type(new_x.dtype)
+    )
 
 
 def time_forms(stack: torch.Tensor, rows: int, repeats: int = 5) -> dict[str, float]:

@@ -60,3 +60,18 @@ def test_time_forms_times_every_form():
     times = time_forms(torch.randn(3, 64, 32), rows=2, repeats=2)
     assert set(times) == set(FORMS) and all(0 < t < 1 for t in times.values())
     assert MAX_ROWS >= 5  # a verify of 4 drafts gives an expert up to 5 rows of one request
+
+
+@pytest.mark.parametrize(("tokens", "k", "form"), [(1, 2, "weight_major"), (5, 3, "weight_major"), (9, 2, "linear")])
+def test_moe_experts_is_the_reference_moe(tokens, k, form):
+    from service.kernels.moe_ref import moe_forward, route_topk
+    from service.kernels.small_gemm import moe_experts
+
+    g = torch.Generator().manual_seed(tokens * 10 + k)
+    w13, w2 = torch.randn(6, 40, 16, generator=g) / 4, torch.randn(6, 16, 20, generator=g) / 4
+    x = torch.randn(tokens, 16, generator=g)
+    ids, weights = route_topk(torch.randn(tokens, 6, generator=g), k)
+    plan = GemmPlan().tune(
+        [w13, w2], timer=lambda s, m: {"linear": 1.0, "weight_major": 0.5 if form != "linear" else 2.0}
+    )
+    torch.testing.assert_close(moe_experts(plan, x, w13, w2, ids, weights), moe_forward(x, w13, w2, ids, weights))
