@@ -61,15 +61,19 @@ class VerifyExperts:
             dropped = int((wanted & ~torch.stack([self.touched[i] for i in budgeted])[:, 1:]).sum())
         return tuple(int(u) for u in unique), dropped
 
-    def token_experts(self) -> torch.Tensor | None:
-        """[L, T, k] the experts each token routed to, unbudgeted layers in layer order (in a plain decode token t is
-        request t's); None where nothing was routed, a budget changed the routing, or layers saw different shapes."""
+    def token_experts(self) -> list[list[list[int]]] | None:
+        """[L][T][k] the experts each token routed to, unbudgeted layers in layer order (in a plain decode token t is
+        request t's), as host lists (one concatenation and one copy for the whole step); None where nothing was
+        routed, a budget changed the routing, or layers saw different shapes."""
         if not self.routed or self.touched:
             return None
-        ids = [torch.cat(self.routed[i]) for i in sorted(self.routed)]
-        if len({tuple(t.shape) for t in ids}) > 1:
+        layers = [self.routed[i] for i in sorted(self.routed)]
+        shapes = {(sum(t.shape[0] for t in ids), ids[0].shape[1]) for ids in layers}
+        if len(shapes) > 1:
             return None
-        return torch.stack(ids)
+        ids = [t for layer in layers for t in layer]
+        flat = torch.cat(ids) if len(ids) > 1 else ids[0]
+        return flat.reshape(len(layers), *shapes.pop()).tolist()
 
     def _routed_masks(self) -> dict[int, torch.Tensor]:
         """[E + 1] bool per unbudgeted layer, all layers in one scatter (slot 0 absorbs id -1, as _experts_mask)."""

@@ -78,8 +78,8 @@ class SpecRuntime:
     counts: ForwardCounts = field(default_factory=ForwardCounts)
     steps: int = 0  # steps closed in this process
     last: StepStats | None = None  # the latest step's stats (tests, debugging)
-    # rid -> [num_layers, top_k] experts its latest token routed to, where a plain decode step produced it, and the
-    # step count that step closed at (verify.plain_step)
+    # rid -> the experts its latest token routed to ([num_layers][top_k] ids), where a plain decode step produced it,
+    # and the step count that step closed at (verify.plain_step)
     last_routing: dict = field(default_factory=dict)
     last_routing_step: int = -1
 

@@ -68,25 +68,27 @@ def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
 
 
 def expert_reuse(
-    last: dict[str, torch.Tensor], rids: list[str], routed: torch.Tensor | None
-) -> tuple[tuple[float | None, ...], dict[str, torch.Tensor]]:
+    last: dict[str, tuple[tuple[int, ...], ...]], rids: list[str], routed: list[list[list[int]]] | None
+) -> tuple[tuple[float | None, ...], dict[str, tuple[tuple[int, ...], ...]]]:
     """Per request, the share of the experts its token routed to (mean over layers) that its previous token, decoded
     by the previous plain step (`last`), also routed to (None where not known), and the new `last`: this step's
-    requests' routing, [L, k] each. `routed`: [L, bs, k] (VerifyExperts.token_experts). On the CPU engine's moe-fine
+    requests' routing, [L][k] each. `routed`: [L][bs][k] (VerifyExperts.token_experts). On the CPU engine's moe-fine
     x48 (32 experts, top-4) a batch-1 prose request's 2-draft verifies whose drafts were accepted touched 4-5
     experts per layer (26-28 ms, a plain step's 24-25), a code request's 1-draft accepted verifies 8 (40-43 ms): an
-    accepted draft reuses what the text makes consecutive tokens reuse, which differs by request."""
-    if routed is None or routed.shape[1] != len(rids):
+    accepted draft reuses what the text makes consecutive tokens reuse, which differs by request.
+    Host lists, not tensor ops: a few dozen ids per request, where each tensor op would cost more than the count."""
+    if routed is None or len(routed[0]) != len(rids):
         return (), {}
-    known = [i for i, rid in enumerate(rids) if rid in last and last[rid].shape == routed[:, i].shape]
-    reuse: list[float | None] = [None] * len(rids)
-    if known:
-        now = routed[:, known]  # [L, n, k]
-        before = torch.stack([last[rids[i]] for i in known], dim=1)  # [L, n, k]
-        shared = (now.unsqueeze(-1) == before.unsqueeze(-2)).any(-1).float().mean(dim=(0, 2)).tolist()
-        for i, share in zip(known, shared, strict=True):
-            reuse[i] = share
-    return tuple(reuse), {rid: routed[:, i] for i, rid in enumerate(rids)}
+    now = {rid: tuple(tuple(layer[i]) for layer in routed) for i, rid in enumerate(rids)}
+    reuse: list[float | None] = []
+    for rid in rids:
+        mine, before = now[rid], last.get(rid)
+        if before is None or [len(e) for e in before] != [len(e) for e in mine]:
+            reuse.append(None)
+            continue
+        hits = sum(e in prev for experts, prev in zip(mine, before, strict=True) for e in experts)
+        reuse.append(hits / sum(len(e) for e in mine))
+    return tuple(reuse), now
 
 
 def verify_step(worker, batch, step: StepInFlight, trees: DraftTrees, accept_lens: list[int]) -> StepOutput:

@@ -209,7 +209,9 @@ class MoeServePolicy:
                 self._depth[r.request_id] = r.draft_depth
                 probs.append(self._drafted_probs(r.request_id, r.draft_depth))
                 caps.append(life_cap(min(k_cap, r.draft_depth), r))
-        chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
+        chosen = [0] * len(caps)  # nothing to draft (no NGRAM match, every request capped): no pricing needed
+        if any(caps):
+            chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
         ks = list(chosen)
         self._probing = set()
         starting: list[int] = []  # requests whose probe phase is due to start this step (decided jointly below)

@@ -77,3 +77,16 @@ def test_drop_forgets_held_windows():
     feed.drop()
     feed.flush()
     assert corpus.puts == []
+
+
+def test_a_step_that_looked_up_hands_its_windows_over_at_its_end():
+    """The next lookup then finds them inserted; a step that looked nothing up keeps holding them back."""
+    from moe_sglang.ngram_worker import _update_corpus
+
+    corpus = Recorder()
+    worker = SimpleNamespace(ngram_corpus=corpus, corpus_feed=CorpusFeed(corpus, DEPTH), _prev_decode_rids=set())
+    batches = list(steps())
+    _update_corpus(worker, SimpleNamespace(reqs=batches[0]), looked_up=False)
+    assert corpus.puts == []
+    _update_corpus(worker, SimpleNamespace(reqs=batches[1]), looked_up=True)
+    assert corpus.puts == [sglang_windows(batches[0]) + sglang_windows(batches[1])]
