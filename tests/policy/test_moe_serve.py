@@ -243,6 +243,17 @@ def test_judged_drafts_set_each_requests_acceptance_without_probes():
     assert policy._drafted_probs("new", 4) == policy.by_depth.get("draft-depth-4")
 
 
+def test_a_batch_with_nothing_drafted_is_not_priced(monkeypatch):
+    """No NGRAM match for anyone (draft depth 0): K = 0 is the only choice, decided without asking the cost model."""
+    policy = trained(2, 0.9)
+
+    def priced(*args, **kwargs):
+        raise AssertionError("allocate was asked")
+
+    monkeypatch.setattr(policy, "allocate", priced)
+    assert [r.k for r in policy.decide(drafted(2, depth=0)).requests] == [0, 0]
+
+
 def lagging(n, backlog, tokens_left, prefix="r"):
     """A batch whose requests' draft caches lag `backlog` tokens (STANDALONE's lazy catch-up)."""
     view = batch(n, prefix=prefix)
