@@ -7,8 +7,8 @@ for down. A decode step gives each expert 1-2 rows and a verify 2-5; at those si
 that read the weight at half the speed another form of the same product does (small_gemm's table), and the expert
 products are most of a step on a memory-bound MoE. The first forward tunes a `GemmPlan` on the layer's own weights
 (both forms timed, per row count); every later one multiplies in the planned form (small_gemm.moe_experts: the
-sorting and combine are SGLang's); anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router weights on
-the input) goes to SGLang's function unchanged.
+sorting and combine are SGLang's); anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router
+weights on the input) goes to SGLang's function unchanged.
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
 `moe_forward_native` from its module at each call, so replacing that module attribute is the one seam.
