@@ -62,6 +62,22 @@ def moe_case(tokens, hidden, inter, experts, k, mask_bits=None, dtype=torch.floa
     return run
 
 
+def align_blocks_case(tokens, k, experts, block_m, masked=False):
+    """The one-program layout (align_blocks.py) equals the torch layout it replaces, cell for cell."""
+
+    def run(device):
+        from service.kernels.triton.align_blocks import align_blocks
+        from service.kernels.triton.expert_blocks import sort_slots_by_expert
+
+        gen = torch.Generator().manual_seed(tokens * 131 + experts)
+        ids = torch.randint(0, experts, (tokens, k), generator=gen).to(device)
+        mask = (torch.rand(experts, generator=gen) < 0.5).to(device) if masked else None
+        got, want = align_blocks(ids, experts, block_m, mask), sort_slots_by_expert(ids, experts, block_m, mask)
+        return torch.cat((got.slot_ids, got.block_expert)), torch.cat((want.slot_ids, want.block_expert))
+
+    return run
+
+
 def mask_all_equals_none(device):
     x, w13, w2, ids, weights = _moe_inputs(device, 9, 32, 48, 4, 2)
     everything = torch.ones(4, dtype=torch.bool, device=device)
@@ -117,6 +133,10 @@ def rejects_mixed_dtypes(device):
 
 
 CASES = [
+    Case("align_blocks_one_chunk", align_blocks_case(5, 2, 6, 4), 0.0),
+    Case("align_blocks_many_chunks_masked", align_blocks_case(40, 8, 64, 16, masked=True), 0.0),
+    Case("align_blocks_block_of_one", align_blocks_case(9, 3, 5, 1, masked=True), 0.0),
+    Case("align_blocks_no_slots", align_blocks_case(0, 2, 4, 16), 0.0),
     Case("moe_small_unaligned", moe_case(5, 48, 40, 4, 2), 1e-5),
     Case("moe_multi_block_per_expert", moe_case(40, 64, 32, 4, 2), 1e-5),
     Case("moe_top1", moe_case(7, 32, 32, 6, 1), 1e-5),

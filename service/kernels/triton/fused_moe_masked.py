@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from service.kernels.moe_ref import check_moe_shapes
-from service.kernels.triton.expert_blocks import sort_slots_by_expert
+from service.kernels.triton.align_blocks import expert_blocks
 
 
 @triton.jit
@@ -115,10 +115,12 @@ def fused_moe_masked(
     block_m: int | None = None,
     block_n: int | None = None,
     block_k: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
 ) -> torch.Tensor:
     """Triton twin of `moe_ref.moe_forward`: x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k] → [T, H] in x's dtype.
 
-    Block sizes default to `default_blocks`; pass them to tune.
+    Block sizes default to `default_blocks`; pass them (and Triton's num_warps / num_stages) to tune.
     """
     # Checking id values reads them on the host, which a CUDA graph capture forbids; shapes are still checked there.
     capturing = x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
@@ -128,9 +130,9 @@ def fused_moe_masked(
     num_experts, two_inter, hidden = w13.shape
     inter = two_inter // 2
     num_tokens, top_k = topk_ids.shape
-    auto_m, auto_n, auto_k = default_blocks(num_tokens * top_k, num_experts, x.device)
+    auto_m, auto_n, auto_k = default_blocks(num_tokens * top_k, num_experts, x.device, w13.element_size())
     block_m, block_n, block_k = block_m or auto_m, block_n or auto_n, block_k or auto_k
-    blocks = sort_slots_by_expert(topk_ids, num_experts, block_m, expert_mask)
+    blocks = expert_blocks(topk_ids, num_experts, block_m, expert_mask)  # expert_blocks.py's layout
     num_blocks = blocks.block_expert.numel()
     # Per-slot output starts at zero: slots of masked experts are never written and must add nothing.
     out_slots = torch.zeros((blocks.num_slots, hidden), dtype=torch.float32, device=x.device)  # [T*k, H]
@@ -138,27 +140,37 @@ def fused_moe_masked(
         return out_slots.view(num_tokens, top_k, hidden).sum(dim=1).to(x.dtype)
     act = torch.empty((blocks.num_slots, inter), dtype=w2.dtype, device=x.device)  # [T*k, I]
     weights = topk_weights.reshape(-1).contiguous()  # [T*k]
+    launch = {name: value for name, value in (("num_warps", num_warps), ("num_stages", num_stages)) if value}
 
     _gate_up_act[(num_blocks, triton.cdiv(inter, block_n))](
         x, w13, act, blocks.slot_ids, blocks.block_expert,
         blocks.num_slots, top_k, hidden, inter,
         x.stride(0), x.stride(1), w13.stride(0), w13.stride(1), w13.stride(2), act.stride(0), act.stride(1),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, **launch,
     )  # fmt: skip
     _down_weighted[(num_blocks, triton.cdiv(hidden, block_n))](
         act, w2, weights, out_slots, blocks.slot_ids, blocks.block_expert,
         blocks.num_slots, hidden, inter,
         act.stride(0), act.stride(1), w2.stride(0), w2.stride(1), w2.stride(2), out_slots.stride(0), out_slots.stride(1),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, **launch,
     )  # fmt: skip
     return out_slots.view(num_tokens, top_k, hidden).sum(dim=1).to(x.dtype)
 
 
-def default_blocks(num_slots: int, num_experts: int, device: torch.device) -> tuple[int, int, int]:
+def default_blocks(num_slots: int, num_experts: int, device: torch.device, itemsize: int = 2) -> tuple[int, int, int]:
     """(block_m, block_n, block_k): small tiles for the interpreter; on CUDA block_m follows slots per expert, because a
-    verify batch of a few tokens leaves most of a 64-row tile as padding. Untuned starting points, not measured optima."""
+    verify batch of a few tokens leaves most of a 64-row tile as padding.
+
+    block_k at block_m 16 (verify sizes), from bench/gpu_evidence.py's sweep on an H200 (OLMoE- and Mixtral-shaped
+    layers, 1-64 tokens, CUDA-graph replays): 256-deep K tiles ran at 1.01x of the best config per case (geometric
+    mean; worst 1.05x), 128 at 1.03x (worst 1.13x), 64 at 1.09x (worst 1.30x, Mixtral at 1-2 tokens). A 256-deep
+    tile of 2-byte weights takes ~216 KB of shared memory over Triton's 3 stages: only Hopper and datacenter Blackwell
+    (sm_90, sm_100) have that much, elsewhere 128; 4-byte weights (fp32) and larger block_m keep the untuned 64 (a
+    256-deep fp32 tile ran out of shared memory on the H200)."""
     if device.type != "cuda":
         return 16, 32, 32
     per_expert = num_slots / max(num_experts, 1)
     block_m = 16 if per_expert <= 16 else 32 if per_expert <= 64 else 64
-    return block_m, 64, 64
+    if block_m > 16 or itemsize > 2:
+        return block_m, 64, 64
+    return block_m, 64, 256 if torch.cuda.get_device_capability(device)[0] in (9, 10) else 128
