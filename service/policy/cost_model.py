@@ -341,7 +341,8 @@ class StepTimeModel:
     def refit(self) -> None:
         p = self._prior
         verify = (p.verify_fixed, p.verify_extra, p.per_token, p.per_expert)
-        draft = tuple(self._prior_scale() * c for c in (p.per_draft_step, p.per_draft_token, p.per_backlog_token))
+        scale = self._prior_scale()  # a pass over every fitted row: once per refit, not once per coefficient
+        draft = tuple(scale * c for c in (p.per_draft_step, p.per_draft_token, p.per_backlog_token))
         if self._verify_rows:
             verify = fit_nonnegative(self._verify_rows, verify, self._ridge)
         if self._draft_rows:
