@@ -68,8 +68,8 @@ def _cuda_ms(fn, repeats=20) -> float:
 
 def _graph_ms(fn, repeats=20) -> float:
     """Time per CUDA-graph replay of `fn`: the device's work alone, as a verify step runs under graph replay. Eager
-    timing of these small kernels measures their ~10 launches, not the weights they read (an H200 ran the masked and
-    the full call eagerly in the same ~0.5 ms, both launch-bound)."""
+    timing of these small kernels measures their launches, not the weights they read (on an H200 an eager call took
+    0.18-0.77 ms where its replay took 0.05-0.65 ms: bench/results/gpu_evidence)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -84,8 +84,9 @@ def _graph_ms(fn, repeats=20) -> float:
 @pytest.mark.gpu
 def test_budget_mask_reads_fewer_weights_on_cuda():
     """A verify-sized batch (32 tokens x top-6 hit nearly all 64 experts): keeping 1/4 of them must cut the
-    memory-bound kernel's time (MoE-Spec's premise). At 256 tokens the layout's fixed cost, not the weights, dominated
-    on an H200 and masked and full calls took the same ~0.19 ms."""
+    memory-bound kernel's time (MoE-Spec's premise). At 256 tokens (1,536 slots) the masked and the full call took the
+    same ~0.19 ms on an H200 while the layout was one Triton program at every size: its serial walk over the slots,
+    not the weights, set the time (align_blocks.MAX_SLOTS)."""
     from service.kernels.triton.fused_moe_masked import fused_moe_masked
 
     x, w13, w2, ids, weights = triton_cases._moe_inputs("cuda", 32, 1024, 704, 64, 6, dtype=torch.bfloat16)

@@ -154,6 +154,8 @@ def fused_moe_masked(
     num_experts, two_inter, hidden = w13.shape
     inter = two_inter // 2
     num_tokens, top_k = topk_ids.shape
+    if expert_mask is not None:
+        expert_mask = expert_mask.to(x.device)  # [E] bool, read by the layout and by the final sum
     auto_m, auto_n, auto_k = default_blocks(num_tokens * top_k, num_experts, x.device, w13.element_size())
     block_m, block_n, block_k = block_m or auto_m, block_n or auto_n, block_k or auto_k
     blocks = expert_blocks(topk_ids, num_experts, block_m, expert_mask)  # expert_blocks.py's layout
