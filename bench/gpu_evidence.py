@@ -1,7 +1,7 @@
 """GPU evidence for the Triton MoE kernels: correctness against the torch oracle, the MoE-Spec budget under CUDA-graph
 replay, and the verify-cost curve against the HBM bandwidth limit and MoESD's N(t).
 
-    python -m bench.gpu_evidence --out DIR                                # one H100/H200: ~2-4 min, mostly compiles
+    python -m bench.gpu_evidence --out DIR                                # one H200: ~40 s, mostly Triton compiles
     TRITON_INTERPRET=1 python -m bench.gpu_evidence --device cpu --quick  # CPU dry run of the same path, tiny shapes
 
 1. correct: compiled `fused_moe_masked` vs `moe_ref.moe_forward`, without and with a budget mask (B = E/2 by router
