@@ -67,18 +67,12 @@ def _cuda_ms(fn, repeats=20) -> float:
 
 
 def _graph_ms(fn, repeats=20) -> float:
-    """Time per CUDA-graph replay of `fn`: the device's work alone, as a verify step runs under graph replay. Eager
-    timing of these small kernels measures their launches, not the weights they read (on an H200 an eager call took
-    0.18-0.77 ms where its replay took 0.05-0.65 ms: bench/results/gpu_evidence)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # compiles outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return _cuda_ms(graph.replay, repeats)
+    """Time per CUDA-graph replay of `fn` (bench/_gpu_moe.py's capture): the device's work alone, as a verify step runs
+    under graph replay. Eager timing of these small kernels measures their launches, not the weights they read (on an
+    H200 an eager call took 0.18-0.77 ms where its replay took 0.05-0.65 ms: bench/results/gpu_evidence)."""
+    from bench._gpu_moe import capture
+
+    return _cuda_ms(capture(fn), repeats)
 
 
 @pytest.mark.gpu
