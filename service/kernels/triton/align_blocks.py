@@ -24,8 +24,8 @@ import triton.language as tl
 from service.kernels.triton.expert_blocks import ExpertBlocks, max_blocks, sort_slots_by_expert
 
 CHUNK = 64  # slots per pass step: the in-chunk rank is a [CHUNK, CHUNK] comparison
-# Above this many slots the torch layout is faster: one program walks the slots serially (H200: 9.4 us at 128 slots,
-# 38 us at 512, where the torch layout took 65-96 us; a 256-token x top-6 call's 1,536 slots made the masked and the
+# Above this many slots the torch layout is faster: one program walks the slots serially (H200: 9.7 us at 128 slots,
+# 38 us at 512, where the torch layout took 67-96 us; a 256-token x top-6 call's 1,536 slots made the masked and the
 # full call equally slow). Verify batches (tokens x top-k) stay below it; prefill takes the torch layout.
 MAX_SLOTS = 1024
 

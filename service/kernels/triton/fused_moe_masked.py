@@ -197,8 +197,9 @@ def default_blocks(num_slots: int, num_experts: int, device: torch.device, items
     verify batch of a few tokens leaves most of a 64-row tile as padding.
 
     block_k at block_m 16 (verify sizes), from bench/gpu_evidence.py's sweep on an H200 (OLMoE- and Mixtral-shaped
-    layers, 1-64 tokens, CUDA-graph replays): 256-deep K tiles ran at 1.01x of the best config per case (geometric
-    mean; worst 1.05x), 128 at 1.03x (worst 1.13x), 64 at 1.09x (worst 1.30x, Mixtral at 1-2 tokens). A 256-deep
+    layers, 1-64 tokens, CUDA-graph replays; `cost.sweep` in bench/results/gpu_evidence/gpu_evidence.json): 256-deep K
+    tiles ran at 1.01x of the best config per case (geometric mean; worst 1.05x), 128 at 1.03x (worst 1.14x), 64 at
+    1.09x (worst 1.34x, Mixtral at 2 tokens). A 256-deep
     tile of 2-byte weights takes ~216 KB of shared memory over Triton's 3 stages: only Hopper and datacenter Blackwell
     (sm_90, sm_100) have that much, elsewhere 128; 4-byte weights (fp32) and larger block_m keep the untuned 64 (a
     256-deep fp32 tile ran out of shared memory on the H200)."""
