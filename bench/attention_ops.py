@@ -1,9 +1,11 @@
-"""The CPU attention ops alone: per-request loop (`*_loop`, the reference) vs the registered ops that batch a step's
-requests (service/kernels/attention_cpu.py), on engine-like shapes of the bundled model (4 heads of 64, fp32 pool):
-decode at batch 1 and 8, a 4-token verify extend at batch 8, a 96-token prefill at batch 1 and 8.
+"""The CPU attention ops alone: per-request loop (`*_loop`, the reference), the torch-op versions that batch a step's
+requests (service/kernels/attention_cpu.py) and the fused ones the engine registers by default
+(service/kernels/attention_fused.py), on engine-like shapes of the bundled model (4 heads of 64, fp32 pool): decode
+at batch 1 and 8, a 4-token verify extend at batch 1 and 8, a 96-token prefill at batch 1 and 8.
 
-In-process and single-threaded; both variants take turns round by round and each keeps its best round (other jobs
-on a shared machine only add time). Times are per call, i.e. per layer of one step.
+In-process and single-threaded; the variants take turns round by round (order rotated) and each keeps its best round
+(other jobs on a shared machine only add time). Times are per call, i.e. per layer of one step; ratios are to the
+loop.
 
     python -m bench.attention_ops [--rounds 7] [--reps 10] [--out DIR]
 """
@@ -22,12 +24,14 @@ from service.kernels.attention_cpu import (
     extend_attention_cpu,
     extend_attention_loop,
 )
+from service.kernels.attention_fused import decode_attention_fused, extend_attention_fused
 
 HEADS, DIM, POOL = 4, 64, 8192
 CASES = (  # (op, batch, new tokens per request, cached prefix)
     ("decode", 1, 1, 120),
     ("decode", 8, 1, 30),
     ("decode", 8, 1, 120),
+    ("extend", 1, 4, 120),
     ("extend", 8, 4, 30),
     ("extend", 8, 4, 120),
     ("extend", 1, 96, 0),
@@ -67,13 +71,14 @@ def measure(rounds: int, reps: int) -> list[dict]:
     rows = []
     for kind, bs, new, prefix in CASES:
         ops = {
-            "decode": {"loop": decode_attention_loop, "batched": decode_attention_cpu},
-            "extend": {"loop": extend_attention_loop, "batched": extend_attention_cpu},
+            "decode": {"loop": decode_attention_loop, "batched": decode_attention_cpu, "fused": decode_attention_fused},
+            "extend": {"loop": extend_attention_loop, "batched": extend_attention_cpu, "fused": extend_attention_fused},
         }[kind]
         make = _args(kind, bs, new, prefix, g)
         best = dict.fromkeys(ops, float("inf"))
+        names = list(ops)
         for r in range(rounds):
-            for name in list(ops)[:: 1 if r % 2 else -1]:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 args = make()
                 ops[name](*args)
                 start = time.perf_counter()
@@ -86,9 +91,9 @@ def measure(rounds: int, reps: int) -> list[dict]:
                 "batch": bs,
                 "tokens": new,
                 "prefix": prefix,
-                "loop_ms": best["loop"],
-                "batched_ms": best["batched"],
-                "ratio": best["batched"] / best["loop"],
+                **{f"{name}_ms": best[name] for name in names},
+                "batched_ratio": best["batched"] / best["loop"],
+                "fused_ratio": best["fused"] / best["loop"],
             }
         )
     return rows

@@ -47,7 +47,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpu-attention",
         default=EngineSettings().cpu_attention,
         choices=CPU_ATTENTION,
-        help="CPU engine: batched = one padded attention product per layer; loop = per request (for comparisons)",
+        help="CPU engine: fused = torch's fused attention kernel per layer; batched / loop = torch ops over the padded "
+        "batch / per request (for comparisons)",
     )
     parser.add_argument(
         "--cpu-gemm",

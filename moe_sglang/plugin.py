@@ -15,7 +15,8 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 4. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
    speculative helpers call (`service.kernels.sgl_cpu_ops`); no PyPI wheel ships them for CPU. Must happen before
    the model runner is built: the backend looks the attention ops up in its constructor. The attention ops attend
-   over the whole batch per layer, or request by request with the setting `cpu_attention=loop` (settings.py);
+   over the whole batch per layer with torch's fused attention kernel (settings `cpu_attention=batched` / `loop`:
+   plain torch ops, for comparisons; settings.py);
 5. registers the ragged-verify-aware subclass of that backend under its own name (cpu_attention.py);
 6. tells SGLang the platform has AMX (`override_platform(has_amx=True)`), so its argument post-processing keeps the
    `intel_amx` backend instead of silently rewriting it to `torch_native` (which rejects target-verify batches). Only
@@ -23,8 +24,9 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed;
 7. runs SGLang's CPU MoE forward with each expert's products in the form the CPU runs fastest for their few rows,
    tuned on the weights at the first forward (cpu_moe.py; setting `cpu_gemm=linear` keeps SGLang's);
-8. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
-9. makes sampled speculative verification lossless on CPU (sampled_verify.py).
+8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
+9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
+10. makes sampled speculative verification lossless on CPU (sampled_verify.py).
 
 SGLang logs and swallows plugin exceptions, so failures are also recorded in `PluginState`; an incompatible SGLang
 raises SystemExit, which SGLang does not swallow.
@@ -77,7 +79,7 @@ def load() -> None:
 def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
-    from moe_sglang import cpu_attention, cpu_moe, sampled_verify
+    from moe_sglang import cpu_attention, cpu_moe, cpu_rope, sampled_verify
     from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
@@ -88,6 +90,7 @@ def _load_cpu() -> None:
     cpu_attention.register()
     if settings.cpu_gemm == "tuned":
         cpu_moe.install()
+    cpu_rope.install()
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()

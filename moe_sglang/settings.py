@@ -23,9 +23,10 @@ BUDGET_MODES = ("truncation", "substitution")
 # (SGLang's own layout). Acceptance is capped at K_i in all three, so output is identical; only the work differs.
 VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
 
-# How the CPU engine's attention ops (service/kernels/attention_cpu.py) attend: batched = every request of the step in
-# one padded product per layer; loop = request by request (the reference; kept for comparisons).
-CPU_ATTENTION = ("batched", "loop")
+# How the CPU engine's attention ops attend: fused = torch's fused attention kernel, one call per layer over the step's
+# requests padded together (service/kernels/attention_fused.py); batched = the same padding in plain torch ops;
+# loop = request by request (the reference; service/kernels/attention_cpu.py). The last two are kept for comparisons.
+CPU_ATTENTION = ("fused", "batched", "loop")
 
 # How the CPU engine multiplies each expert's few rows (moe_sglang/cpu_moe.py): tuned = per shape and row count the
 # faster of two forms of the product, timed on the weights at the first forward; linear = SGLang's own F.linear.
@@ -47,7 +48,7 @@ class EngineSettings:
     policy_params_json: str = ""  # JSON {policy: {param: value}}, constructor arguments per policy ("" = none)
     budget_mode: str = "truncation"  # how the verify expert budget drops experts (expert_budget.BUDGET_MODES)
     verify_layout: str = "ragged"  # VERIFY_LAYOUTS
-    cpu_attention: str = "batched"  # CPU_ATTENTION
+    cpu_attention: str = "fused"  # CPU_ATTENTION
     cpu_gemm: str = "tuned"  # CPU_GEMM
 
     def __post_init__(self) -> None:

@@ -313,6 +313,13 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "(layer, x, topk_output, moe_runner_config)",
     ),
     Touchpoint(
+        "sglang.srt.layers.rotary_embedding.base.RotaryEmbedding.forward_native",
+        "hook",
+        "NeoX rope with per-step tables on CPU (cpu_rope.py): without AMX weight packing the op's dispatch ends here; "
+        "its CPU kernel branch needs cpu_has_amx_support() and its forward registry serves out-of-tree platforms only",
+        "(self, positions, query, key, offsets=None, fused_set_kv_buffer_arg=None)",
+    ),
+    Touchpoint(
         "sglang.srt.models.qwen2_moe.fused_gate_sigmoid_mul",
         "hook",
         "a Triton-only kernel with no CPU branch: its torch version on CPU",

@@ -296,7 +296,23 @@ def extend_attention_cpu(
             req_pool_indices, seq_lens, extend_seq_lens, extend_start_loc, max_len_extend, sm_scale, logit_cap,
             is_cross_attn, sliding_window_size, encoder_lens, sinks, tree_mask, is_causal,
         )  # fmt: skip
-    device = q_extend.device
+    q, k, v, visible, q_rows, row_valid = padded_extend(
+        q_extend, k_extend, v_extend, k_buffer, v_buffer, k_scale, v_scale, req_to_token, req_pool_indices, lens, ext,
+        extend_start_loc, m_max, n_max, sliding_window_size, tree, is_causal,
+    )  # fmt: skip
+    out = attend_batched(q, k, v, visible, sm_scale, float(logit_cap or 0.0), sinks)
+    o_extend[q_rows[row_valid]] = out[row_valid].to(o_extend.dtype)
+
+
+def padded_extend(
+    q_extend, k_extend, v_extend, k_buffer, v_buffer, k_scale, v_scale, req_to_token, req_pool_indices, lens, ext,
+    extend_start_loc, m_max, n_max, sliding_window_size, tree, is_causal,
+):  # fmt: skip
+    """The step's extend padded to its longest request: queries [B, M, H, D], keys / values [B, N, Hkv, D] fp32 (the
+    new tokens' own K/V where given), the mask `visible` [B, M, N], and where each query row lives in q_extend
+    (`q_rows` [B, M], valid where `row_valid` [B, M]). `lens` / `ext`: [B] long seq and extend lengths."""
+    bs, device = lens.shape[0], q_extend.device
+    prefix = lens - ext
     rows_i = torch.arange(m_max, device=device)
     row_valid = rows_i[None, :] < ext[:, None]  # [B, M]
     q_rows = torch.where(row_valid, extend_start_loc.long()[:, None] + rows_i[None, :], 0)  # [B, M]
@@ -329,9 +345,7 @@ def extend_attention_cpu(
     if sliding_window_size > 0:
         q_pos = prefix[:, None, None] + rows_i[None, :, None]
         visible &= (q_pos - cols_j[None, None, :]).abs() < sliding_window_size
-    q = q_extend[q_rows]  # [B, M, H, D]
-    out = attend_batched(q, k, v, visible, sm_scale, float(logit_cap or 0.0), sinks)
-    o_extend[q_rows[row_valid]] = out[row_valid].to(o_extend.dtype)
+    return q_extend[q_rows], k, v, visible, q_rows, row_valid
 
 
 def decode_attention_cpu(

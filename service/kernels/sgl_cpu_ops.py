@@ -17,6 +17,7 @@ from service.kernels.attention_cpu import (
     extend_attention_cpu,
     extend_attention_loop,
 )
+from service.kernels.attention_fused import decode_attention_fused, extend_attention_fused
 from service.kernels.cache_locs import (
     assign_draft_cache_locs_contiguous_cpu,
     assign_extend_cache_locs_cpu,
@@ -143,18 +144,23 @@ def _fake(op: CpuOp) -> Callable[..., object]:
     return lambda *args, **kwargs: None
 
 
-# The per-request reference implementations of the attention ops, registered instead with attention="loop".
-LOOP_ATTENTION = {"extend_attention_cpu": extend_attention_loop, "decode_attention_cpu": decode_attention_loop}
+# The attention ops' implementations by `attention` setting (OPS holds the batched torch-op versions).
+ATTENTION = {
+    "fused": {"extend_attention_cpu": extend_attention_fused, "decode_attention_cpu": decode_attention_fused},
+    "batched": {},
+    "loop": {"extend_attention_cpu": extend_attention_loop, "decode_attention_cpu": decode_attention_loop},
+}
 
 
-def register_sgl_kernel_cpu_ops(namespace: str = "sgl_kernel", attention: str = "batched") -> list[str]:
+def register_sgl_kernel_cpu_ops(namespace: str = "sgl_kernel", attention: str = "fused") -> list[str]:
     """Define and implement every op of OPS under torch.ops.<namespace>; returns the names registered.
 
-    `attention`: "batched" (one padded product per layer over the step's requests) or "loop" (request by request,
-    the reference). An op that already exists there (a real sgl_kernel build, or an earlier call) is left alone.
+    `attention`: "fused" (torch's fused attention kernel, one call per layer), "batched" (torch ops over the step's
+    requests padded together) or "loop" (request by request, the reference). An op that already exists there (a
+    real sgl_kernel build, or an earlier call) is left alone.
     """
-    if attention not in ("batched", "loop"):
-        raise ValueError(f"attention must be 'batched' or 'loop', got {attention!r}")
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {tuple(ATTENTION)}, got {attention!r}")
     existing = getattr(torch.ops, namespace)
     missing = [op for op in OPS if not hasattr(existing, op.name)]
     if not missing:
@@ -164,7 +170,7 @@ def register_sgl_kernel_cpu_ops(namespace: str = "sgl_kernel", attention: str = 
     library = _LIBRARIES[namespace]
     for op in missing:
         library.define(op.schema)
-        impl = LOOP_ATTENTION.get(op.name, op.impl) if attention == "loop" else op.impl
+        impl = ATTENTION[attention].get(op.name, op.impl)
         library.impl(op.name, impl, "CPU")
         # A fake (meta) kernel lets torch.compile trace through graphs that call the op.
         torch.library.register_fake(f"{namespace}::{op.name}", _fake(op), lib=library)

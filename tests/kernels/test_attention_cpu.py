@@ -11,6 +11,7 @@ from service.kernels.attention_cpu import (
     extend_attention_cpu,
     extend_attention_loop,
 )
+from service.kernels.attention_fused import decode_attention_fused, extend_attention_fused
 from tests.kernels._attention_reference import naive_attention
 from tests.kernels._trees import ancestors_with_self, random_parents
 
@@ -37,7 +38,9 @@ EXTEND_CASES = [
 ]
 
 
-@pytest.mark.parametrize("extend_op", [extend_attention_cpu, extend_attention_loop], ids=["batched", "loop"])
+@pytest.mark.parametrize(
+    "extend_op", [extend_attention_fused, extend_attention_cpu, extend_attention_loop], ids=["fused", "batched", "loop"]
+)
 @pytest.mark.parametrize(
     ("seed", "bs", "heads", "kv_heads", "dtype", "logit_cap", "window", "with_sinks", "tree", "pass_new_kv", "causal"),
     EXTEND_CASES,
@@ -119,10 +122,13 @@ DECODE_CASES = [
     (2, 3, 6, 1, torch.float32, 5.0, 0, True, True),
     (3, 3, 4, 4, torch.float32, 0.0, 3, False, False),
     (4, 4, 4, 2, torch.bfloat16, 0.0, 0, False, True),
+    (5, 1, 4, 2, torch.float32, 0.0, 3, False, True),  # one request in a window: the fused op's unpadded path
 ]
 
 
-@pytest.mark.parametrize("decode_op", [decode_attention_cpu, decode_attention_loop], ids=["batched", "loop"])
+@pytest.mark.parametrize(
+    "decode_op", [decode_attention_fused, decode_attention_cpu, decode_attention_loop], ids=["fused", "batched", "loop"]
+)
 @pytest.mark.parametrize(
     ("seed", "bs", "heads", "kv_heads", "dtype", "logit_cap", "window", "with_sinks", "write_new"), DECODE_CASES
 )
@@ -210,3 +216,44 @@ def _counting(calls, fn):
         return fn(*args, **kwargs)
 
     return wrapped
+
+
+@pytest.mark.parametrize(("tree", "window"), [(True, 0), (False, 3)])
+def test_fused_extend_runs_long_extends_request_by_request_with_the_same_result(monkeypatch, tree, window):
+    """Beyond BATCHED_EXTEND_MAX (a prefill) the fused op attends one request at a time, its tree rows included."""
+    import service.kernels.attention_fused as fused
+
+    rng = random.Random(11)
+    g = torch.Generator().manual_seed(11)
+    k_buffer, v_buffer = _pool(g, 2, torch.float32)
+    ext_lens = [rng.randrange(2, 7) for _ in range(3)]
+    seq_lens = [e + rng.randrange(0, 12) for e in ext_lens]
+    req_to_token = torch.randperm(POOL, generator=g)[: 3 * CONTEXT].view(3, CONTEXT).to(torch.int32)
+    trees = [random_parents(rng, e) for e in ext_lens]
+    tree_mask = torch.tensor([j in ancestors_with_self(p, i) for p in trees for i in range(len(p)) for j in range(len(p))])
+    q = torch.randn(sum(ext_lens), 4, D, generator=g)
+    starts = torch.tensor([sum(ext_lens[:b]) for b in range(3)], dtype=torch.int32)
+    outs = []
+    for longest in (fused.BATCHED_EXTEND_MAX, 1):
+        monkeypatch.setattr(fused, "BATCHED_EXTEND_MAX", longest)
+        out = torch.zeros(sum(ext_lens), 4, DV)
+        fused.extend_attention_fused(
+            q, None, None, out, k_buffer, v_buffer, 1.0, 1.0, req_to_token, torch.tensor([2, 0, 1]),
+            torch.tensor(seq_lens), torch.tensor(ext_lens), starts, max(ext_lens), 0.3, 0.0, False, window, None,
+            None, tree_mask if tree else None, True,
+        )  # fmt: skip
+        outs.append(out)
+    assert torch.allclose(outs[0], outs[1], atol=1e-6)
+
+
+def test_fused_rows_that_see_no_key_come_out_as_zeros():
+    """As the reference's `attend`: a fully masked query row is zeros, not NaN (torch's fused CPU kernel)."""
+    from service.kernels.attention_fused import sdpa
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(2, 3, 4, D, generator=g), torch.randn(2, 5, 2, D, generator=g), torch.randn(2, 5, 2, DV)
+    visible = torch.rand(2, 3, 5, generator=g) < 0.6
+    visible[0, 1] = False
+    out = sdpa(q, k, v, visible, 0.5)
+    assert torch.equal(out[0, 1], torch.zeros(4, DV))
+    assert torch.isfinite(out).all()

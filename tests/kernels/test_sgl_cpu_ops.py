@@ -1,9 +1,10 @@
-"""Registration: every op is reachable through torch.ops.<namespace> with SGLang's positional call shapes."""
+"""Registration: every op is reachable through torch.ops.<namespace> with SGLang's positional call shapes (the
+attention ops: the default, fused, implementations)."""
 
 import pytest
 import torch
 
-from service.kernels.attention_cpu import decode_attention_cpu, extend_attention_cpu
+from service.kernels.attention_fused import decode_attention_fused, extend_attention_fused
 from service.kernels.sgl_cpu_ops import OPS, register_sgl_kernel_cpu_ops
 
 NS = "moe_serve_kernels_test"
@@ -77,7 +78,7 @@ def test_extend_attention_through_dispatcher_like_intel_amx(ops):
     o = torch.empty(5, 4 * 32)
     ops.extend_attention_cpu(q, k, v, o.view(-1, 4, 32), k_buf, v_buf, 1.0, 1.0, *args)
     direct = torch.empty(5, 4, 32)
-    extend_attention_cpu(q, k, v, direct, k_buf, v_buf, 1.0, 1.0, *args)
+    extend_attention_fused(q, k, v, direct, k_buf, v_buf, 1.0, 1.0, *args)
     assert torch.equal(o.view(-1, 4, 32), direct)
 
 
@@ -93,7 +94,7 @@ def test_decode_attention_through_dispatcher_like_intel_amx(ops):
     o = torch.empty(2, 4 * 32)
     ops.decode_attention_cpu(q, k_buf, v_buf, 1.0, 1.0, o.view(-1, 4, 32), key, value, loc, logits, *tail)
     direct = torch.empty(2, 4, 32)
-    decode_attention_cpu(q, k2, v2, 1.0, 1.0, direct, key, value, loc, logits, *tail)
+    decode_attention_fused(q, k2, v2, 1.0, 1.0, direct, key, value, loc, logits, *tail)
     assert torch.equal(o.view(-1, 4, 32), direct)
     assert torch.equal(k_buf[loc], key) and torch.equal(v_buf, v2)
 
