@@ -3,6 +3,9 @@ requests (service/kernels/attention_cpu.py) and the fused ones the engine regist
 (service/kernels/attention_fused.py), on engine-like shapes of the bundled model (4 heads of 64, fp32 pool): decode
 at batch 1 and 8, a 4-token verify extend at batch 1 and 8, a 96-token prefill at batch 1 and 8.
 
+The rotary embedding that precedes the op in each layer is timed the same way: SGLang's native path vs the tables
+path the CPU engine installs (moe_sglang/cpu_rope.py), queries and keys of the same shapes, per layer call.
+
 In-process and single-threaded; the variants take turns round by round (order rotated) and each keeps its best round
 (other jobs on a shared machine only add time). Times are per call, i.e. per layer of one step; ratios are to the
 loop.
@@ -99,6 +102,37 @@ def measure(rounds: int, reps: int) -> list[dict]:
     return rows
 
 
+def measure_rope(rounds: int, reps: int) -> list[dict]:
+    """Per layer call: SGLang's RotaryEmbedding.forward_native vs moe_sglang.cpu_rope.rope_forward (its tables made
+    at the first call of a step, so a step's later layers reuse them: timed as such)."""
+    from moe_sglang import cpu_rope
+
+    torch.set_num_threads(1)
+    rope = cpu_rope.sglang_rope(DIM, DIM, 4096, 1e6)
+    native = type(rope).forward_native
+    g = torch.Generator().manual_seed(1)
+    rows = []
+    for tokens in (1, 8, 32):
+        qkv = torch.randn(tokens, 3 * HEADS * DIM, generator=g)
+        q, k, _ = qkv.split(HEADS * DIM, dim=-1)
+        positions = torch.randint(0, 4096, (tokens,), generator=g)
+        paths = {
+            "sglang": lambda: native(rope, positions, q, k),
+            "tables": lambda: cpu_rope.rope_forward(native, rope, positions, q, k),
+        }
+        best = dict.fromkeys(paths, float("inf"))
+        for r in range(rounds):
+            for name in list(paths)[:: 1 if r % 2 else -1]:
+                paths[name]()
+                start = time.perf_counter()
+                for _ in range(reps):
+                    paths[name]()
+                best[name] = min(best[name], (time.perf_counter() - start) / reps * 1e3)
+        rows.append({"op": "rope", "tokens": tokens, **{f"{n}_ms": t for n, t in best.items()},
+                     "ratio": best["tables"] / best["sglang"]})  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -107,8 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = measure(args.rounds, args.reps)
     print(table(rows, list(rows[0])))
+    rope = measure_rope(args.rounds, args.reps)
+    print(table(rope, list(rope[0])))
     folder = out_dir(args.out, "attention_ops")
-    print(f"wrote {write_json(folder, 'attention_ops', {'cpu': cpu_info(), 'rounds': args.rounds, 'rows': rows})}")
+    payload = {"cpu": cpu_info(), "rounds": args.rounds, "rows": rows, "rope": rope}
+    print(f"wrote {write_json(folder, 'attention_ops', payload)}")
     return 0
 
 

@@ -7,11 +7,15 @@ tokenization and HTTP cost the same in both runs and cancel, and neither engine'
 in bursts on a small machine) enters. Engines take turns round by round (rotated order) and each round's ratio
 moe-serve / vllm is kept: the report gives the median and min-max of those ratios.
 
+`--attention fused,batched` adds a moe-serve engine per further CPU attention setting (EngineSettings.cpu_attention;
+the first is the main `moe-serve` column), measured in the same rounds: its TPOT and its ratio to the main one.
+
 Start to first token: from launching the server process to the first completion's answer (imports, model load,
 warm-up included). Peak RSS: the largest sum of resident memory over the server's process tree while it serves
 (sampled every 0.2 s from the first answer on).
 
-    python -m bench.decode_peer [--model PATH] [--inflate 8 | --inflated PATH] [--repeats 5] [--quick] [--out DIR]
+    python -m bench.decode_peer [--model PATH] [--inflate 8 | --inflated PATH] [--repeats 5] [--attention fused,batched]
+                                [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -106,15 +110,19 @@ def _session_leader(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def started(kind: str, model: Path, threads: int, folder: Path, python: Path | None) -> Iterator[dict]:
-    """A running engine: {url, model, start_to_first_token_s, rss (TreeRss)}."""
+def started(
+    kind: str, model: Path, threads: int, folder: Path, python: Path | None, attention: str | None = None
+) -> Iterator[dict]:
+    """A running engine: {url, model, start_to_first_token_s, rss (TreeRss)}; `attention`: moe-serve's CPU attention
+    setting (None: the default)."""
     t0 = time.perf_counter()
     if kind == "moe-serve":
+        settings = EngineSettings() if attention is None else EngineSettings(cpu_attention=attention)
         config = EngineConfig(
             model_path=str(model), port=0, threads=threads, max_running_requests=16, max_total_tokens=8192,
-            settings=EngineSettings(),
+            settings=settings,
         )  # fmt: skip
-        ctx = running_engine(config, log_path=folder / f"engine-{model.name}.log")
+        ctx = running_engine(config, log_path=folder / f"engine-{model.name}-{settings.cpu_attention}.log")
     else:
         ctx = running_vllm(python, model, 0, read_checkpoint(model).context, folder / f"vllm-{model.name}.log", threads)
     with ctx as url:
@@ -134,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tokens", default="8,168", help="n1,n2: the two output lengths (far apart: TPOT is their difference)"
     )
+    parser.add_argument(
+        "--attention", default=None, help="moe-serve CPU attention settings, one engine each (default: the default)"
+    )
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--quick", action="store_true", help="smoke run: moe-tiny, batch 1, 2 rounds")
     add_engine_threads_argument(parser)
@@ -148,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 2 if args.quick else args.repeats
     n1, n2 = (8, 24) if args.quick else tuple(int(n) for n in args.tokens.split(","))
     prompts = as_token_ids(prompt_sets(8, 400), source, PROMPT_TOKENS)["mixed"]
+    attention = args.attention.split(",") if args.attention else [None]
+    variants = {"moe-serve": attention[0], **{f"moe-serve:{a}": a for a in attention[1:]}}
     rows, engines = [], []
     with tempfile.TemporaryDirectory(prefix="decode-peer-") as tmp:
         models = [source]
@@ -158,14 +171,16 @@ def main(argv: list[str] | None = None) -> int:
         for model in models:
             with contextlib.ExitStack() as stack:
                 peers = {
-                    kind: stack.enter_context(started(kind, model, args.engine_threads, folder, python))
-                    for kind in ("moe-serve", "vllm")
+                    name: stack.enter_context(started("moe-serve", model, args.engine_threads, folder, python, a))
+                    for name, a in variants.items()
                 }
+                peers["vllm"] = stack.enter_context(started("vllm", model, args.engine_threads, folder, python))
                 names = list(peers)
                 for batch in batches:
                     for round_ in range(repeats):
                         measured = {}
-                        for kind in names[round_ % 2 :] + names[: round_ % 2]:
+                        turn = round_ % len(names)
+                        for kind in names[turn:] + names[:turn]:
                             p = peers[kind]
                             measured[kind] = decode_tpot_ms(p["url"], p["model"], prompts[:batch], n1, n2)
                         rows.append({"model": model.name, "batch": batch, "round": round_, **measured})
@@ -184,23 +199,28 @@ def main(argv: list[str] | None = None) -> int:
         for batch in batches:
             mine = [r for r in rows if r["model"] == model and r["batch"] == batch]
             ratios = [r["moe-serve"] / r["vllm"] for r in mine]
-            summary.append(
-                {
-                    "model": model,
-                    "batch": batch,
-                    "moe_serve_tpot_ms": statistics.median(r["moe-serve"] for r in mine),
-                    "vllm_tpot_ms": statistics.median(r["vllm"] for r in mine),
-                    "ratio_median": statistics.median(ratios),
-                    "ratio_min": min(ratios),
-                    "ratio_max": max(ratios),
-                    "rounds": len(mine),
-                }
-            )
+            row = {
+                "model": model,
+                "batch": batch,
+                "moe_serve_tpot_ms": statistics.median(r["moe-serve"] for r in mine),
+                "vllm_tpot_ms": statistics.median(r["vllm"] for r in mine),
+                "ratio_median": statistics.median(ratios),
+                "ratio_min": min(ratios),
+                "ratio_max": max(ratios),
+                "rounds": len(mine),
+            }
+            for name in list(variants)[1:]:  # per round: the variant's TPOT / the main moe-serve engine's
+                mine_ratios = [r[name] / r["moe-serve"] for r in mine]
+                row[f"{name}_tpot_ms"] = statistics.median(r[name] for r in mine)
+                row[f"{name}_vs_main"] = statistics.median(mine_ratios)
+                row[f"{name}_vs_main_range"] = f"{min(mine_ratios):.2f}-{max(mine_ratios):.2f}"
+            summary.append(row)
     print(table(summary, list(summary[0])))
     print(table(engines, list(engines[0])))
     payload = {
         "cpu": cpu_info(),
         "engine_threads": args.engine_threads,
+        "attention": {name: a or EngineSettings().cpu_attention for name, a in variants.items()},
         "tokens": [n1, n2],
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,

@@ -40,6 +40,18 @@ def rope_forward(original, rope, positions, query, key, offsets=None, fused_set_
     )
 
 
+def sglang_rope(head_size: int, rotary_dim: int, max_positions: int, base: float, is_neox_style: bool = True):
+    """SGLang's RotaryEmbedding as the CPU engine builds it, outside an engine (tests, bench.attention_ops): its
+    constructor picks a kernel by the platform flags of its module, which only an engine process sets to CPU."""
+    from sglang.srt.layers.rotary_embedding import base as rope_module
+
+    saved, rope_module._is_cpu = rope_module._is_cpu, True
+    try:
+        return rope_module.RotaryEmbedding(head_size, rotary_dim, max_positions, base, is_neox_style, torch.float32)
+    finally:
+        rope_module._is_cpu = saved
+
+
 def _covered(rope, query, key, offsets, fused_set_kv_buffer_arg) -> bool:
     return (
         rope.is_neox_style

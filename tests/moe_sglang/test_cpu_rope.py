@@ -6,18 +6,8 @@ import torch
 from moe_sglang import cpu_rope
 
 
-@pytest.fixture(autouse=True)
-def cpu_platform(monkeypatch):
-    """The rope as the CPU engine builds it (this test process is not one: SGLang would pick a GPU kernel)."""
-    from sglang.srt.layers.rotary_embedding import base
-
-    monkeypatch.setattr(base, "_is_cpu", True)
-
-
 def _rope(is_neox_style=True, rotary_dim=16, head_size=16):
-    from sglang.srt.layers.rotary_embedding.base import RotaryEmbedding
-
-    return RotaryEmbedding(head_size, rotary_dim, 128, 10000, is_neox_style, torch.float32)
+    return cpu_rope.sglang_rope(head_size, rotary_dim, 128, 10000, is_neox_style)
 
 
 def _inputs(seed=0, tokens=6, heads=4, kv_heads=2, head_size=16):
