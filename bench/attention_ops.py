@@ -116,9 +116,10 @@ def measure_rope(rounds: int, reps: int) -> list[dict]:
         qkv = torch.randn(tokens, 3 * HEADS * DIM, generator=g)
         q, k, _ = qkv.split(HEADS * DIM, dim=-1)
         positions = torch.randint(0, 4096, (tokens,), generator=g)
+        args = (rope, positions, q, k)
         paths = {
-            "sglang": lambda: native(rope, positions, q, k),
-            "tables": lambda: cpu_rope.rope_forward(native, rope, positions, q, k),
+            "sglang": lambda args=args: native(*args),
+            "tables": lambda args=args: cpu_rope.rope_forward(native, *args),
         }
         best = dict.fromkeys(paths, float("inf"))
         for r in range(rounds):

@@ -108,13 +108,17 @@ def extend_attention_fused(
     require((k_extend is None) == (v_extend is None), op, "k_extend and v_extend come together")
     lens, ext = seq_lens.long(), extend_seq_lens.long()
     # the one host read of the op: every request's lengths, start row and pool row
-    lens_h, ext_h, starts_h, pools_h = torch.stack([lens, ext, extend_start_loc.long(), req_pool_indices.long()]).tolist()
+    lens_h, ext_h, starts_h, pools_h = torch.stack(
+        [lens, ext, extend_start_loc.long(), req_pool_indices.long()]
+    ).tolist()
     for b, (n, e) in enumerate(zip(lens_h, ext_h, strict=True)):
         require(n >= e, op, f"request {b}: extend length {e} exceeds seq_len {n}")
     tree = tree_mask.reshape(-1).bool() if tree_mask is not None else None
     sizes = [e * e for e in ext_h]
     if tree is not None:
-        require(tree.numel() == sum(sizes), op, f"tree_mask has {tree.numel()} entries, expected sum(extend^2)={sum(sizes)}")
+        require(
+            tree.numel() == sum(sizes), op, f"tree_mask has {tree.numel()} entries, expected sum(extend^2)={sum(sizes)}"
+        )
     if len(lens_h) > 1 and max(ext_h) <= BATCHED_EXTEND_MAX:
         q, k, v, visible, q_rows, row_valid = padded_extend(
             q_extend, k_extend, v_extend, k_buffer, v_buffer, k_scale, v_scale, req_to_token, req_pool_indices,

@@ -230,7 +230,9 @@ def test_fused_extend_runs_long_extends_request_by_request_with_the_same_result(
     seq_lens = [e + rng.randrange(0, 12) for e in ext_lens]
     req_to_token = torch.randperm(POOL, generator=g)[: 3 * CONTEXT].view(3, CONTEXT).to(torch.int32)
     trees = [random_parents(rng, e) for e in ext_lens]
-    tree_mask = torch.tensor([j in ancestors_with_self(p, i) for p in trees for i in range(len(p)) for j in range(len(p))])
+    tree_mask = torch.tensor(
+        [j in ancestors_with_self(p, i) for p in trees for i in range(len(p)) for j in range(len(p))]
+    )
     q = torch.randn(sum(ext_lens), 4, D, generator=g)
     starts = torch.tensor([sum(ext_lens[:b]) for b in range(3)], dtype=torch.int32)
     outs = []
