@@ -8,7 +8,8 @@ per-head sink logits join the softmax denominator with a zero value vector (as i
 GQA shares each KV head among num_heads / num_kv_heads query heads without copying it.
 
 Two implementations of each op: `*_loop` attends request by request (the reference, and the path for cross attention
-and encoder offsets); `extend_attention_cpu` / `decode_attention_cpu`, the registered ops, pad the batch's requests to
+and encoder offsets); `extend_attention_cpu` / `decode_attention_cpu` (registered with the setting
+`cpu_attention=batched`; the default registers attention_fused.py's, which fall back to these) pad the batch's requests to
 its longest and attend all of them in one batched product per layer (a per-request Python loop was the largest fixed
 cost of a CPU step, growing with the batch). A single request takes the loop (nothing to batch; padding and the
 gathered mask only add work: measured ~1.2-1.6x slower batched at batch 1). Extend falls back to the loop for long extends (prefill,

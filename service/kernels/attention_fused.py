@@ -74,7 +74,7 @@ def decode_attention_fused(
     if query.shape[0] == 1:  # nothing to pad: the request's own slots, no mask
         n = int(seq_lens[0])
         slots = req_to_token[int(req_pool_indices[0]), :n][None]  # [1, N]
-        lens, visible = None, None
+        visible = None
     else:
         lens = seq_lens.long()
         n = int(lens.max())  # the one host read: the padded width
