@@ -360,17 +360,36 @@ def decode_attention_cpu(
             query, k_buffer, v_buffer, k_scale, v_scale, output, key, value, loc, attn_logits, req_to_token,
             req_pool_indices, seq_lens, sm_scale, logit_cap, is_cross_attn, sliding_window_size, encoder_lens, sinks,
         )  # fmt: skip
+    k, v, visible = padded_decode(
+        query, k_buffer, v_buffer, k_scale, v_scale, key, value, loc, req_to_token, req_pool_indices, seq_lens,
+        sliding_window_size,
+    )  # fmt: skip
+    out = attend_batched(query[:, None], k, v, visible, sm_scale, float(logit_cap or 0.0), sinks)
+    output.copy_(out[:, 0].to(output.dtype))
+
+
+def padded_decode(
+    query, k_buffer, v_buffer, k_scale, v_scale, key, value, loc, req_to_token, req_pool_indices, seq_lens,
+    sliding_window_size,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """A decode step's keys: stores the new tokens' K/V at `loc` (when given), then each request's keys and values
+    padded to the longest, k / v [B, N, Hkv, D] fp32, and the mask `visible` [B, 1, N]; a single request is not
+    padded and sees every key of its own (visible None, unless a sliding window cuts them)."""
     op = "decode_attention_cpu"
     _check_heads(op, query.shape[1], k_buffer.shape[1])
     if key is not None:
         _store_new_kv(op, k_buffer, v_buffer, key, value, loc, k_scale, v_scale)
-    lens = seq_lens.long()
-    n_max = int(lens.max())  # the one host read of the op: the padded width
-    slots, valid = _padded_slots(req_to_token, req_pool_indices, lens, n_max)
-    visible = valid[:, None, :]  # [B, 1, N]
+    if query.shape[0] == 1:
+        n = int(seq_lens[0])
+        slots = req_to_token[int(req_pool_indices[0]), :n][None]  # [1, N]
+        visible = None
+    else:
+        lens = seq_lens.long()
+        n = int(lens.max())  # the one host read: the padded width
+        slots, valid = _padded_slots(req_to_token, req_pool_indices, lens, n)
+        visible = valid[:, None, :]  # [B, 1, N]
     if sliding_window_size > 0:
-        cols = torch.arange(n_max, device=query.device)
-        visible = visible & ((lens[:, None, None] - 1 - cols[None, None, :]) < sliding_window_size)
-    k, v = _gathered(k_buffer, slots, k_scale), _gathered(v_buffer, slots, v_scale)
-    out = attend_batched(query[:, None], k, v, visible, sm_scale, float(logit_cap or 0.0), sinks)
-    output.copy_(out[:, 0].to(output.dtype))
+        cols = torch.arange(n, device=query.device)
+        in_window = (seq_lens.long()[:, None, None] - 1 - cols[None, None, :]) < sliding_window_size
+        visible = in_window if visible is None else visible & in_window
+    return _gathered(k_buffer, slots, k_scale), _gathered(v_buffer, slots, v_scale), visible

@@ -22,10 +22,9 @@ from service.kernels.attention_cpu import (
     BATCHED_EXTEND_MAX,
     _check_heads,
     _gathered,
-    _padded_slots,
-    _store_new_kv,
     decode_attention_cpu,
     extend_attention_cpu,
+    padded_decode,
     padded_extend,
 )
 
@@ -67,25 +66,10 @@ def decode_attention_fused(
             query, k_buffer, v_buffer, k_scale, v_scale, output, key, value, loc, attn_logits, req_to_token,
             req_pool_indices, seq_lens, sm_scale, logit_cap, is_cross_attn, sliding_window_size, encoder_lens, sinks,
         )  # fmt: skip
-    op = "decode_attention_cpu"
-    _check_heads(op, query.shape[1], k_buffer.shape[1])
-    if key is not None:
-        _store_new_kv(op, k_buffer, v_buffer, key, value, loc, k_scale, v_scale)
-    if query.shape[0] == 1:  # nothing to pad: the request's own slots, no mask
-        n = int(seq_lens[0])
-        slots = req_to_token[int(req_pool_indices[0]), :n][None]  # [1, N]
-        visible = None
-    else:
-        lens = seq_lens.long()
-        n = int(lens.max())  # the one host read: the padded width
-        slots, valid = _padded_slots(req_to_token, req_pool_indices, lens, n)
-        visible = valid[:, None, :]  # [B, 1, N]
-    if sliding_window_size > 0:
-        cols = torch.arange(n, device=query.device)
-        last = (seq_lens.long() - 1)[:, None, None]
-        in_window = (last - cols[None, None, :]) < sliding_window_size
-        visible = in_window if visible is None else visible & in_window
-    k, v = _gathered(k_buffer, slots, k_scale), _gathered(v_buffer, slots, v_scale)
+    k, v, visible = padded_decode(
+        query, k_buffer, v_buffer, k_scale, v_scale, key, value, loc, req_to_token, req_pool_indices, seq_lens,
+        sliding_window_size,
+    )  # fmt: skip
     output.copy_(sdpa(query[:, None], k, v, visible, sm_scale)[:, 0])
 
 
