@@ -2,8 +2,7 @@
 done with per-step tables in 4 ops per tensor (service/kernels/rope.py), bit-identical to SGLang's result.
 
 SGLang's native path is ~12 small ops per tensor per layer (index, chunks, four products, two sums, concatenations),
-each a few microseconds of dispatch on a small CPU (a py-spy sample of a batch-1 moe-fine decode on a 2-core AMD EPYC
-put it at ~10 % of the step; `bench.attention_ops` times both paths). The tables depend only on the step's positions, which every layer receives as the same tensor, so they are
+each a few microseconds of dispatch on a small CPU; `bench.attention_ops` times both paths per layer call. The tables depend only on the step's positions, which every layer receives as the same tensor, so they are
 made once per step (kept while the positions tensor is the same object, unmodified). Everything else (partial or
 GPT-J-style rotation, position offsets, precomputed `sin_cos_cache` variants, a dtype the cache does not share, the
 fused KV-store argument) goes to SGLang's function unchanged.
