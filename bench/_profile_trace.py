@@ -22,7 +22,8 @@ BUCKETS = (
     "scheduler",
 )
 ATTENTION_OPS = ("sgl_kernel::decode_attention_cpu", "sgl_kernel::extend_attention_cpu")
-GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm")
+STREAM_OP = "moe_serve::stream_linear"  # service/kernels/stream_gemm.py: (x, w, isa), w [out, in]
+GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm", STREAM_OP)
 
 
 def _top_level(ops: list[dict]) -> list[dict]:
@@ -39,7 +40,7 @@ def _weight_shape(op: dict, ckpt: MoeCheckpoint | None = None) -> tuple[int, int
     """[out, in] of the weight a product reads: F.linear's second operand, x @ W^T's right one, or, for the CPU
     engine's weight-major form (service/kernels/small_gemm.py: W @ x^T), a left operand shaped like an expert's."""
     dims = (op.get("args") or {}).get("Input Dims") or []
-    if op["name"] == "aten::linear" and len(dims) >= 2 and len(dims[1]) == 2:
+    if op["name"] in ("aten::linear", STREAM_OP) and len(dims) >= 2 and len(dims[1]) == 2:
         return tuple(dims[1])  # [out, in]
     if op["name"] in ("aten::mm", "aten::matmul", "aten::addmm") and len(dims) >= 2:
         if ckpt is not None and op["name"] != "aten::addmm" and tuple(dims[0]) in _expert_shapes(ckpt):

@@ -7,14 +7,15 @@ tokenization and HTTP cost the same in both runs and cancel, and neither engine'
 in bursts on a small machine) enters. Engines take turns round by round (rotated order) and each round's ratio
 moe-serve / vllm is kept: the report gives the median and min-max of those ratios.
 
-`--attention fused,batched` adds a moe-serve engine per further CPU attention setting (EngineSettings.cpu_attention;
-the first is the main `moe-serve` column), measured in the same rounds: its TPOT and its ratio to the main one.
+`--variants fused,fused+torch` adds a moe-serve engine per further CPU setting (ATTENTION[+GEMM]: EngineSettings
+cpu_attention and cpu_gemm, as bench.step_profile's variants; `--attention` is the same flag; the first is the main
+`moe-serve` column), measured in the same rounds: its TPOT and its ratio to the main one.
 
 Start to first token: from launching the server process to the first completion's answer (imports, model load,
 warm-up included). Peak RSS: the largest sum of resident memory over the server's process tree while it serves
 (sampled every 0.2 s from the first answer on).
 
-    python -m bench.decode_peer [--model PATH] [--inflate 8 | --inflated PATH] [--repeats 5] [--attention fused,batched]
+    python -m bench.decode_peer [--model PATH] [--inflate 8 | --inflated PATH] [--repeats 5] [--variants fused,fused+torch]
                                 [--quick] [--out DIR]
 """
 
@@ -45,6 +46,7 @@ from bench._heldout import prompt_sets
 from bench._models import inflated, read_checkpoint, resolve_model
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
 from bench.policies import as_token_ids
+from bench.step_profile import variant_settings
 from moe_sglang.launch import EngineConfig
 from moe_sglang.server import running_engine
 from moe_sglang.settings import EngineSettings
@@ -111,18 +113,19 @@ def _session_leader(pid: int) -> int:
 
 @contextlib.contextmanager
 def started(
-    kind: str, model: Path, threads: int, folder: Path, python: Path | None, attention: str | None = None
+    kind: str, model: Path, threads: int, folder: Path, python: Path | None, variant: str | None = None
 ) -> Iterator[dict]:
-    """A running engine: {url, model, start_to_first_token_s, rss (TreeRss)}; `attention`: moe-serve's CPU attention
-    setting (None: the default)."""
+    """A running engine: {url, model, start_to_first_token_s, rss (TreeRss)}; `variant`: moe-serve's CPU settings
+    (bench.step_profile.variant_settings; None: the defaults)."""
     t0 = time.perf_counter()
     if kind == "moe-serve":
-        settings = EngineSettings() if attention is None else EngineSettings(cpu_attention=attention)
+        settings = EngineSettings() if variant is None else variant_settings(variant)
         config = EngineConfig(
             model_path=str(model), port=0, threads=threads, max_running_requests=16, max_total_tokens=8192,
             settings=settings,
         )  # fmt: skip
-        ctx = running_engine(config, log_path=folder / f"engine-{model.name}-{settings.cpu_attention}.log")
+        log = folder / f"engine-{model.name}-{settings.cpu_attention}-{settings.cpu_gemm}.log"
+        ctx = running_engine(config, log_path=log)
     else:
         ctx = running_vllm(python, model, 0, read_checkpoint(model).context, folder / f"vllm-{model.name}.log", threads)
     with ctx as url:
@@ -143,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         "--tokens", default="8,168", help="n1,n2: the two output lengths (far apart: TPOT is their difference)"
     )
     parser.add_argument(
-        "--attention", default=None, help="moe-serve CPU attention settings, one engine each (default: the default)"
+        "--variants",
+        "--attention",
+        dest="variants",
+        default=None,
+        help="moe-serve CPU settings ATTENTION[+GEMM], one engine each (default: the defaults)",
     )
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--quick", action="store_true", help="smoke run: moe-tiny, batch 1, 2 rounds")
@@ -159,8 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 2 if args.quick else args.repeats
     n1, n2 = (8, 24) if args.quick else tuple(int(n) for n in args.tokens.split(","))
     prompts = as_token_ids(prompt_sets(8, 400), source, PROMPT_TOKENS)["mixed"]
-    attention = args.attention.split(",") if args.attention else [None]
-    variants = {"moe-serve": attention[0], **{f"moe-serve:{a}": a for a in attention[1:]}}
+    chosen = args.variants.split(",") if args.variants else [None]
+    for variant in chosen:
+        if variant is not None:
+            variant_settings(variant)  # a bad name stops here, before any engine starts
+    variants = {"moe-serve": chosen[0], **{f"moe-serve:{a}": a for a in chosen[1:]}}
     rows, engines = [], []
     with tempfile.TemporaryDirectory(prefix="decode-peer-") as tmp:
         models = [source]
@@ -220,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "cpu": cpu_info(),
         "engine_threads": args.engine_threads,
-        "attention": {name: a or EngineSettings().cpu_attention for name, a in variants.items()},
+        "attention": {name: _settings(a).cpu_attention for name, a in variants.items()},
+        "cpu_gemm": {name: _settings(a).cpu_gemm for name, a in variants.items()},
         "tokens": [n1, n2],
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,
@@ -229,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"wrote {write_json(folder, 'decode_peer', payload)}")
     return 0
+
+
+def _settings(variant: str | None) -> EngineSettings:
+    return EngineSettings() if variant is None else variant_settings(variant)
 
 
 if __name__ == "__main__":

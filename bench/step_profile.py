@@ -34,8 +34,9 @@ GEMM time) / profiled step time; `inflate_for_share` is the expert-size factor t
                                  [--out DIR]
 
 A variant is an engine's CPU attention (`batched` | `loop`, EngineSettings.cpu_attention) and, after `+`, its
-expert products (`tuned` | `linear`, EngineSettings.cpu_gemm; default tuned): `batched,batched+linear` compares the
-tuned expert products (moe_sglang/cpu_moe.py) with SGLang's `F.linear`.
+expert products (`tuned` | `torch` | `linear`, EngineSettings.cpu_gemm; default tuned): `fused,fused+torch` compares
+the tuned expert products with and without the stream kernel (moe_sglang/cpu_moe.py), `fused,fused+linear` with
+SGLang's `F.linear`.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ WEIGHT_SHARE_GOAL = 0.7
 
 
 def variant_settings(variant: str) -> EngineSettings:
-    """A variant: an EngineSettings.cpu_attention value, with `+linear` for SGLang's own expert products instead of
-    the tuned ones (EngineSettings.cpu_gemm), e.g. `batched+linear`."""
+    """A variant: an EngineSettings.cpu_attention value, with `+GEMM` for expert products other than the tuned ones
+    (EngineSettings.cpu_gemm), e.g. `fused+torch` or `batched+linear`."""
     attention, _, gemm = variant.partition("+")
     if attention not in CPU_ATTENTION or gemm not in ("", *CPU_GEMM):
         raise SystemExit(f"variant {variant!r}: ATTENTION[+GEMM], ATTENTION of {CPU_ATTENTION}, GEMM of {CPU_GEMM}")

@@ -54,7 +54,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpu-gemm",
         default=EngineSettings().cpu_gemm,
         choices=CPU_GEMM,
-        help="CPU engine's expert products: tuned = the faster form per shape and row count; linear = SGLang's",
+        help="CPU engine's expert products: tuned = the fastest form per shape and row count (our stream kernel "
+        "included); torch = the same without it; linear = SGLang's (the last two for comparisons)",
     )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 

@@ -6,13 +6,15 @@ Without packed AMX weights (plugin.py, point 6) SGLang's `UnquantizedFusedMoEMet
 for down. A decode step gives each expert 1-2 rows and a verify 2-5; at those sizes `F.linear` lands in BLAS routines
 that read the weight at half the speed another form of the same product does (small_gemm's table), and the expert
 products are most of a step on a memory-bound MoE. The first forward tunes a `GemmPlan` on the layer's own weights
-(both forms timed, per row count); every later one multiplies in the planned form (small_gemm.moe_experts: the
+(every form timed, per row count: torch's two and our stream kernel, which reads the weight once at any row count);
+every later one multiplies in the planned form (small_gemm.moe_experts: the
 sorting and combine are SGLang's); anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router
 weights on the input) goes to SGLang's function unchanged.
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
 `moe_forward_native` from its module at each call, so replacing that module attribute is the one seam.
-Setting `cpu_gemm=linear` (settings.py) leaves SGLang's function in place, for comparisons.
+Setting `cpu_gemm=torch` (settings.py) tunes torch's forms only, `cpu_gemm=linear` leaves SGLang's function in
+place, for comparisons.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import logging
 
 import torch
 
-from service.kernels.small_gemm import GemmPlan, moe_experts
+from service.kernels.small_gemm import FORMS, GemmPlan, moe_experts
 
 logger = logging.getLogger(__name__)
 
@@ -30,11 +32,14 @@ PLAN = GemmPlan()  # per process: tuned on the first forward of each expert shap
 _ORIGINAL: list = []  # SGLang's function, for the cases this path leaves to it
 
 
-def install() -> None:
+def install(stream: bool = True) -> None:
+    """Replace SGLang's CPU MoE forward; `stream`: our stream kernel is one of the forms tuned (setting
+    `cpu_gemm=tuned`), else only torch's (`cpu_gemm=torch`)."""
     from sglang.srt.layers.moe import fused_moe_native
 
     from moe_sglang.touchpoints import hook
 
+    PLAN.candidates = FORMS if stream else tuple(f for f in FORMS if f != "stream")
     if not _ORIGINAL:
         _ORIGINAL.append(fused_moe_native.moe_forward_native)
     hook(TARGET, moe_forward, "replace")

@@ -29,8 +29,10 @@ VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
 CPU_ATTENTION = ("fused", "batched", "loop")
 
 # How the CPU engine multiplies each expert's few rows (moe_sglang/cpu_moe.py): tuned = per shape and row count the
-# faster of two forms of the product, timed on the weights at the first forward; linear = SGLang's own F.linear.
-CPU_GEMM = ("tuned", "linear")
+# fastest form of the product (torch's two and our stream kernel, service/kernels/small_gemm.py), timed on the
+# weights at the first forward; torch = the same without the stream kernel; linear = SGLang's own F.linear. The
+# last two are kept for comparisons.
+CPU_GEMM = ("tuned", "torch", "linear")
 
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",

@@ -37,3 +37,7 @@ PYEOF
 fi
 "${PIP[@]}" install -c deps/constraints-cpu.txt -e ".[engine,test,bench,dev,loadtest,deploy]"
 .venv/bin/python -m moe_sglang.install_hook
+# The CPU engine's stream GEMM kernel (service/kernels/stream_gemm.py), built for this machine's CPU now so the
+# first engine start does not wait for the compiler (~25 s); without a compiler the engine keeps its torch forms.
+.venv/bin/python -c 'from service.kernels import stream_gemm as s; print("stream GEMM:", s.best_isa() if s.load() else s.error())' \
+  || echo "stream GEMM not built (the CPU engine uses its torch forms)"

@@ -11,14 +11,16 @@ Measured on a 2-core AMD EPYC (AVX-512, no AMX; MKL, 1 thread, moe-fine x48's ex
     same, m = 1 as two rows: 1.48
     w2: F.linear is the faster (0.78 at m = 1, ~bandwidth).
 
-The same product in two forms (`FORMS`):
+The same product in three forms (`FORMS`):
     linear        F.linear(x, w): the reference
     weight_major  (w @ x.T).T: BLAS sees the weight as the left operand; a single row is doubled first (the
                   two-column product ran at twice the speed of the one-row one above)
-Which form wins depends on the CPU, its BLAS and the shape, so nothing is assumed: `GemmPlan.tune` times both forms
-on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps the faster;
-larger products use `linear`. Both forms compute the same sums in a different order, so results agree to float
-rounding, not bit for bit (tests/kernels/test_small_gemm.py).
+    stream        our C++ kernel that reads the weight once at any row count (stream_gemm.py, where it builds:
+                  on a 2-core Intel Xeon with AVX-512 it took 0.66 ms for 4 rows of w13 where F.linear took 1.28)
+Which form wins depends on the CPU, its BLAS and the shape, so nothing is assumed: `GemmPlan.tune` times every form
+available here on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps
+the fastest; larger products use `linear`. The forms compute the same sums in different orders, so results agree to
+float rounding, not bit for bit (tests/kernels/test_small_gemm.py).
 
 `moe_experts` is the CPU engine's MoE expert forward with planned products (tokens sorted by expert, as SGLang's
 `moe_forward_native` does, so only the experts hit are visited), tested against moe_ref.moe_forward.
@@ -33,7 +35,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-FORMS = ("linear", "weight_major")
+from service.kernels import stream_gemm
+
+FORMS = ("linear", "weight_major", "stream")
 MAX_ROWS = 8  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
 
 
@@ -49,10 +53,21 @@ def weight_major(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.mm(w, x.t()).t().contiguous()
 
 
+def stream(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x @ w.T by stream_gemm's kernel (1..stream_gemm.MAX_ROWS rows, float32)."""
+    return stream_gemm.stream_linear(x, w)
+
+
 _FORM_FN: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "linear": linear,
     "weight_major": weight_major,
+    "stream": stream,
 }
+
+
+def available_forms() -> tuple[str, ...]:
+    """The forms this machine can run: `stream` only where its kernel built (stream_gemm.load)."""
+    return tuple(f for f in FORMS if f != "stream" or stream_gemm.load())
 
 
 @dataclass
@@ -61,6 +76,7 @@ class GemmPlan:
 
     forms: dict[tuple[int, int, int], str] = field(default_factory=dict)  # (out, in, m) -> form
     max_rows: int = MAX_ROWS
+    candidates: tuple[str, ...] = FORMS  # the forms `tune` may choose (where available here)
 
     def form(self, out_features: int, in_features: int, rows: int) -> str:
         return self.forms.get((out_features, in_features, rows), "linear")
@@ -75,10 +91,11 @@ class GemmPlan:
         repeats: int = 5,
         timer: Callable[[torch.Tensor, int], dict[str, float]] | None = None,
     ) -> GemmPlan:
-        """Time both forms for each distinct shape among `weights` ([n, out, in] stacks, e.g. a MoE layer's
-        experts, or single [out, in] matrices) and each m in 1..max_rows; keep the faster (ties: the earlier form
-        in FORMS). `timer(stack, m)` returns seconds per form (default: `time_forms`); tests inject one."""
-        timer = timer or (lambda stack, m: time_forms(stack, m, repeats))
+        """Time every form for each distinct shape among `weights` ([n, out, in] stacks, e.g. a MoE layer's
+        experts, or single [out, in] matrices) and each m in 1..max_rows; keep the fastest (ties: the earlier form
+        in FORMS). `timer(stack, m)` returns seconds per form it timed (default: `time_forms`, the forms available
+        here); tests inject one."""
+        timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates))
         seen: set[tuple[int, int]] = set()
         for weight in weights:
             stack = weight if weight.dim() == 3 else weight.unsqueeze(0)
@@ -88,7 +105,7 @@ class GemmPlan:
             seen.add(shape)
             for m in range(1, self.max_rows + 1):
                 times = timer(stack, m)
-                self.forms[(*shape, m)] = min(FORMS, key=lambda f: (times[f], FORMS.index(f)))
+                self.forms[(*shape, m)] = min(times, key=lambda f: (times[f], FORMS.index(f)))
         return self
 
     def describe(self) -> dict[str, list[str]]:
@@ -128,17 +145,22 @@ def moe_experts(
     )
 
 
-def time_forms(stack: torch.Tensor, rows: int, repeats: int = 5) -> dict[str, float]:
-    """Seconds per form for `rows` rows against the matrices of `stack` (at most 8, one product each, so the weights
-    come from memory as in a step): the best of `repeats` passes, the forms taking turns pass by pass."""
+def time_forms(
+    stack: torch.Tensor, rows: int, repeats: int = 5, candidates: tuple[str, ...] = FORMS
+) -> dict[str, float]:
+    """Seconds per form of `candidates` available for `stack` and `rows` (`stream`: float32, up to its row limit)
+    against the matrices of `stack` (at most 8, one product each, so the weights come from memory as in a step): the
+    best of `repeats` passes, the forms taking turns pass by pass."""
     x = torch.randn(rows, stack.shape[2], dtype=stack.dtype)
     mats = [stack[i] for i in range(min(stack.shape[0], 8))]
+    streams = stack.dtype == torch.float32 and rows <= stream_gemm.MAX_ROWS
+    forms = [f for f in available_forms() if f in candidates and (f != "stream" or streams)]
     best = {}
-    for form in FORMS:
+    for form in forms:
         _FORM_FN[form](x, mats[0])  # warm the BLAS path
         best[form] = float("inf")
     for _ in range(repeats):
-        for form in FORMS:
+        for form in forms:
             fn = _FORM_FN[form]
             start = time.perf_counter()
             for w in mats:

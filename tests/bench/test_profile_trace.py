@@ -78,3 +78,17 @@ def test_weight_major_expert_products_count_as_experts(tmp_path):
     row = analyse_trace(trace(tmp_path, events), CKPT)
     assert row["expert_gemm_ms"] * 1e3 == pytest.approx((100 + 50 + 30) / 2)
     assert row["weight_bytes"] == pytest.approx((12 * 4 + 4 * 6 + 12 * 4) * 4 / 2)
+
+
+def test_stream_kernel_products_count_as_experts(tmp_path):
+    events = [
+        note("scheduler.run_batch", 0, 600),
+        note("step[DECODE bs=1]", 100, 400),
+        op("moe_serve::stream_linear", 110, 100, [[3, 4], [12, 4], []]),  # x [m, H], w1/w3 [2I, H], isa
+        op("moe_serve::stream_linear", 220, 40, [[3, 6], [4, 6], []]),  # the down projection [H, I]
+        note("scheduler.run_batch", 1000, 600),
+        note("step[DECODE bs=1]", 1100, 400),
+    ]
+    row = analyse_trace(trace(tmp_path, events), CKPT)
+    assert row["expert_gemm_ms"] * 1e3 == pytest.approx((100 + 40) / 2)
+    assert row["weight_bytes"] == pytest.approx((12 * 4 + 4 * 6) * 4 / 2)

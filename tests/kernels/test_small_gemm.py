@@ -1,7 +1,16 @@
 import pytest
 import torch
 
-from service.kernels.small_gemm import FORMS, MAX_ROWS, GemmPlan, linear, time_forms, weight_major
+from service.kernels.small_gemm import (
+    FORMS,
+    MAX_ROWS,
+    GemmPlan,
+    available_forms,
+    linear,
+    stream,
+    time_forms,
+    weight_major,
+)
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 8, 13])
@@ -14,6 +23,8 @@ def test_weight_major_is_the_product(rows, out_features, in_features):
     assert y.shape == (rows, out_features) and y.is_contiguous()
     torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(linear(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
+    if rows <= MAX_ROWS:
+        torch.testing.assert_close(stream(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
 
 
 def test_an_untuned_plan_is_the_reference():
@@ -58,11 +69,17 @@ def test_a_single_matrix_is_tuned_as_a_stack_of_one():
 
 def test_time_forms_times_every_form():
     times = time_forms(torch.randn(3, 64, 32), rows=2, repeats=2)
-    assert set(times) == set(FORMS) and all(0 < t < 1 for t in times.values())
+    assert set(times) == set(available_forms()) and all(0 < t < 1 for t in times.values())
+    assert "stream" in available_forms()  # the C++ kernel builds on the machines this project runs on
+    assert "stream" not in time_forms(torch.randn(2, 16, 8, dtype=torch.float64), rows=2, repeats=1)
+    assert "stream" not in time_forms(torch.randn(2, 16, 8), rows=9, repeats=1)  # beyond its row limit
     assert MAX_ROWS >= 5  # a verify of 4 drafts gives an expert up to 5 rows of one request
 
 
-@pytest.mark.parametrize(("tokens", "k", "form"), [(1, 2, "weight_major"), (5, 3, "weight_major"), (9, 2, "linear")])
+@pytest.mark.parametrize(
+    ("tokens", "k", "form"),
+    [(1, 2, "weight_major"), (5, 3, "weight_major"), (9, 2, "linear"), (1, 2, "stream"), (5, 3, "stream")],
+)
 def test_moe_experts_is_the_reference_moe(tokens, k, form):
     from service.kernels.moe_ref import moe_forward, route_topk
     from service.kernels.small_gemm import moe_experts
@@ -72,6 +89,7 @@ def test_moe_experts_is_the_reference_moe(tokens, k, form):
     x = torch.randn(tokens, 16, generator=g)
     ids, weights = route_topk(torch.randn(tokens, 6, generator=g), k)
     plan = GemmPlan().tune(
-        [w13, w2], timer=lambda s, m: {"linear": 1.0, "weight_major": 0.5 if form != "linear" else 2.0}
+        [w13, w2], timer=lambda s, m: {"linear": 1.0, form: 0.5} if form != "linear" else {"linear": 1.0}
     )
+    assert plan.form(40, 16, 1) == form
     torch.testing.assert_close(moe_experts(plan, x, w13, w2, ids, weights), moe_forward(x, w13, w2, ids, weights))

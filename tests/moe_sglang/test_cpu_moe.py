@@ -33,21 +33,22 @@ def _routing(tokens, experts, k, seed):
 
 @pytest.fixture
 def plan(monkeypatch):
-    """A plan that uses the weight-major form for every row count (the reference is what SGLang runs)."""
+    """A fresh plan (each test tunes it; the reference is what SGLang runs)."""
     tuned = GemmPlan()
     monkeypatch.setattr(cpu_moe, "PLAN", tuned)
     monkeypatch.setattr(cpu_moe, "_ORIGINAL", [])
     return tuned
 
 
+@pytest.mark.parametrize("form", ["weight_major", "stream"])
 @pytest.mark.parametrize(("tokens", "k"), [(1, 2), (4, 2), (5, 3), (16, 2)])
-def test_matches_sglang_moe_forward_native(plan, tokens, k):
+def test_matches_sglang_moe_forward_native(plan, tokens, k, form):
     from sglang.srt.layers.moe.fused_moe_native import moe_forward_native
 
     layer = _layer(seed=tokens)
     x = torch.randn(tokens, 32, generator=torch.Generator().manual_seed(k))
     topk = _routing(tokens, layer.num_experts, k, seed=tokens + k)
-    plan.tune([layer.w13_weight, layer.w2_weight], timer=lambda s, m: {"linear": 1.0, "weight_major": 0.5})
+    plan.tune([layer.w13_weight, layer.w2_weight], timer=lambda s, m: {"linear": 1.0, form: 0.5})
     ours = cpu_moe.moe_forward(layer, x, topk, _config())
     torch.testing.assert_close(ours, moe_forward_native(layer, x, topk, _config()), rtol=1e-5, atol=1e-5)
 
@@ -78,3 +79,12 @@ def test_uncovered_cases_go_to_sglang(plan):
     layer.w13_weight_bias = torch.zeros(6, 48)
     assert cpu_moe.moe_forward(layer, torch.randn(2, 32), topk, _config()) == "sglang"
     assert len(seen) == 2 and not plan.forms
+
+
+@pytest.mark.parametrize(("stream", "candidates"), [(True, FORMS), (False, ("linear", "weight_major"))])
+def test_the_setting_decides_whether_the_stream_kernel_is_tuned(plan, monkeypatch, stream, candidates):
+    from moe_sglang import touchpoints
+
+    monkeypatch.setattr(touchpoints, "hook", lambda *args: None)
+    cpu_moe.install(stream=stream)
+    assert plan.candidates == candidates

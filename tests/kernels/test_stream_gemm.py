@@ -1,0 +1,67 @@
+"""The stream GEMM kernel (service/kernels/csrc/stream_gemm.cpp) against torch's product, on every ISA this CPU
+runs, with the shapes that exercise its tails (features not a multiple of the vector width, outputs not a multiple
+of the rows it takes at a time)."""
+
+import pytest
+import torch
+
+from service.kernels import stream_gemm
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    assert stream_gemm.load(), stream_gemm.error()  # g++ and ninja are part of the machines this project runs on
+
+
+def test_the_cpu_is_asked():
+    isas = stream_gemm.supported_isas()
+    assert isas[0] == stream_gemm.best_isa() and isas[-1] == "base"
+    assert isas == [isa for isa in stream_gemm.ISAS if isa in isas]  # widest first, nothing skipped in between
+
+
+@pytest.mark.parametrize("rows", range(1, stream_gemm.MAX_ROWS + 1))
+@pytest.mark.parametrize(("out_features", "in_features"), [(9, 256), (37, 130), (4, 7), (1, 33), (256, 4608)])
+def test_every_isa_computes_the_product(rows, out_features, in_features):
+    g = torch.Generator().manual_seed(rows * 100 + out_features)
+    x = torch.randn(rows, in_features, generator=g)
+    w = torch.randn(out_features, in_features, generator=g)
+    expected = x.double() @ w.double().t()
+    for isa in stream_gemm.supported_isas():
+        y = stream_gemm.stream_linear(x, w, isa)
+        assert y.shape == (rows, out_features) and y.dtype == torch.float32 and y.is_contiguous()
+        torch.testing.assert_close(y.double(), expected, rtol=1e-5, atol=1e-4 * in_features**0.5)
+
+
+def test_views_are_read_as_their_values():
+    w = torch.randn(64, 48)[::2]  # every other row: not contiguous
+    x = torch.randn(48, 3).t()  # transposed
+    torch.testing.assert_close(stream_gemm.stream_linear(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
+
+
+def test_threads_split_the_outputs_not_the_result():
+    x, w = torch.randn(5, 256), torch.randn(4096, 256)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = stream_gemm.stream_linear(x, w)
+        torch.set_num_threads(2)
+        two = stream_gemm.stream_linear(x, w)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)  # each output is one thread's dot product: same order, same bits
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "isa", "message"),
+    [
+        (torch.randn(9, 8), torch.randn(4, 8), None, "1..8 rows"),
+        (torch.randn(0, 8), torch.randn(4, 8), None, "1..8 rows"),
+        (torch.randn(2, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64), None, "float32"),
+        (torch.randn(2, 8), torch.randn(4, 9), None, "features"),
+        (torch.randn(2, 8), torch.randn(4, 8), "neon", "unknown isa"),
+        (torch.randn(8), torch.randn(4, 8), None, "expected"),
+    ],
+)
+def test_bad_input_is_refused_with_the_reason(x, w, isa, message):
+    with pytest.raises(RuntimeError, match=message):
+        stream_gemm.stream_linear(x, w, isa)
