@@ -16,7 +16,7 @@ The same product in three forms (`FORMS`):
     weight_major  (w @ x.T).T: BLAS sees the weight as the left operand; a single row is doubled first (the
                   two-column product ran at twice the speed of the one-row one above)
     stream        our C++ kernel that reads the weight once at any row count (stream_gemm.py, where it builds:
-                  on a 2-core Intel Xeon with AVX-512 it took 0.66 ms for 4 rows of w13 where F.linear took 1.28)
+                  on a 2-core Intel Xeon with AVX-512 it took 0.69 ms for 4 rows of w13 where F.linear took 1.33)
 Which form wins depends on the CPU, its BLAS and the shape, so nothing is assumed: `GemmPlan.tune` times every form
 available here on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps
 the fastest; larger products use `linear`. The forms compute the same sums in different orders, so results agree to
@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from service.kernels import stream_gemm
 
 FORMS = ("linear", "weight_major", "stream")
-MAX_ROWS = 8  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
+MAX_ROWS = 16  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
 
 
 def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

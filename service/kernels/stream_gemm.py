@@ -1,17 +1,17 @@
-"""`x @ w.T` for 1-8 rows that reads the weight once at any row count: a small C++ kernel (csrc/stream_gemm.cpp),
+"""`x @ w.T` for 1-16 rows that reads the weight once at any row count: a small C++ kernel (csrc/stream_gemm.cpp),
 built on the machine that runs it with torch's extension builder (g++ and ninja), registered as
 `torch.ops.moe_serve.stream_linear`.
 
-Why: the expert products of a decode or verify step give each expert 1-8 rows, and BLAS leaves the memory-bound
-regime as the rows grow. Measured on a 2-core Intel Xeon (AVX-512 + AMX, MKL, 1 thread; one expert of moe-fine x48
-from memory, ms; PREFETCH_FLOATS = 2048):
+Why: the expert products of a decode or verify step give each expert 1-16 rows, and BLAS leaves the memory-bound
+regime as the rows grow. Measured on a 2-core Intel Xeon (AVX-512 + AMX, MKL, 1 thread; 96 experts shaped like
+moe-fine x48's, visited in random order so each weight comes from memory; ms per product):
 
-    w13 [9216, 256]   rows 1     2     4     8
-    F.linear             0.67  0.72  1.28  1.67
-    stream (AVX-512)     0.53  0.57  0.66  0.78
+    w13 [9216, 256]   rows 1     4     8     16
+    F.linear             0.70  1.33  1.76  1.45
+    stream (AVX-512)     0.57  0.69  0.88  1.05
     w2 [256, 4608]
-    F.linear             0.28  0.29  0.53  0.69
-    stream (AVX-512)     0.29  0.30  0.30  0.38
+    F.linear             0.30  0.58  0.75  0.64
+    stream (AVX-512)     0.33  0.34  0.46  0.76
 
 Each output feature is a dot product of a weight row with every x row (the x rows stay in cache), R features at a
 time so each weight vector is loaded once and each x vector reused R times; software prefetch 8 KB ahead of each
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).parent / "csrc" / "stream_gemm.cpp"
 NAME = "moe_serve_stream_gemm"
-MAX_ROWS = 8
+MAX_ROWS = 16
 CFLAGS = ("-O3",)  # no -march: the ISA variants are compiled by target attributes and chosen at run time
 ISAS = ("avx512", "avx2", "base")  # widest first
 

@@ -54,8 +54,8 @@ def test_threads_split_the_outputs_not_the_result():
 @pytest.mark.parametrize(
     ("x", "w", "isa", "message"),
     [
-        (torch.randn(9, 8), torch.randn(4, 8), None, "1..8 rows"),
-        (torch.randn(0, 8), torch.randn(4, 8), None, "1..8 rows"),
+        (torch.randn(stream_gemm.MAX_ROWS + 1, 8), torch.randn(4, 8), None, f"1..{stream_gemm.MAX_ROWS} rows"),
+        (torch.randn(0, 8), torch.randn(4, 8), None, f"1..{stream_gemm.MAX_ROWS} rows"),
         (torch.randn(2, 8, dtype=torch.float64), torch.randn(4, 8, dtype=torch.float64), None, "float32"),
         (torch.randn(2, 8), torch.randn(4, 9), None, "features"),
         (torch.randn(2, 8), torch.randn(4, 8), "neon", "unknown isa"),

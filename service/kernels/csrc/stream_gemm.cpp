@@ -1,6 +1,6 @@
-// y[m, out] = x[m, in] @ w[out, in]^T for a few rows (m <= 8), float32, reading w once, row by row.
+// y[m, out] = x[m, in] @ w[out, in]^T for a few rows (m <= 16), float32, reading w once, row by row.
 //
-// The expert products of a MoE decode or verify step multiply 1-8 rows by a weight that comes from memory; the time
+// The expert products of a MoE decode or verify step multiply 1-16 rows by a weight that comes from memory; the time
 // should be the weight's bytes over the memory bandwidth whatever m is. BLAS GEMMs do not stay there: on a 2-core
 // Intel Xeon (MKL, 1 thread, an expert's w13 [9216, 256]) F.linear took 0.65 ms for 1-2 rows and 1.24 / 1.62 ms for
 // 4 / 8 (the GEMM path packs the weight it reads). Here each output feature j is one pass over w[j] with m
@@ -21,7 +21,10 @@
 
 namespace {
 
-constexpr int kMaxRows = 8;
+constexpr int kMaxRows = 16;
+#ifndef PREFETCH_HINT
+#define PREFETCH_HINT _MM_HINT_T0
+#endif
 #ifndef PREFETCH_FLOATS
 #define PREFETCH_FLOATS 2048
 #endif
@@ -40,7 +43,7 @@ constexpr int64_t kPrefetch = PREFETCH_FLOATS;  // floats ahead of each weight r
       VEC wv[R];                                                                                                \
       for (int a = 0; a < R; ++a) {                                                                             \
         wv[a] = LOAD(w + (j + a) * in + k);                                                                     \
-        _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + kPrefetch), _MM_HINT_T0);            \
+        _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + kPrefetch), PREFETCH_HINT);            \
       }                                                                                                         \
       for (int r = 0; r < M; ++r) {                                                                             \
         const VEC xv = LOAD(x + r * in + k);                                                                    \
@@ -59,7 +62,7 @@ constexpr int64_t kPrefetch = PREFETCH_FLOATS;  // floats ahead of each weight r
   template <int M>                                                                                              \
   __attribute__((target(TARGET))) void NAME##_rows(const float* x, const float* w, float* y, int64_t begin,     \
                                                    int64_t end, int64_t in, int64_t out) {                      \
-    constexpr int R = (M * 4 <= 16) ? 4 : 2; /* R * M accumulators within the register file */                  \
+    constexpr int R = (M <= 4) ? 4 : (M <= 8 ? 2 : 1); /* R * M accumulators within the register file */ \
     const int64_t body = in - in % WIDTH;                                                                       \
     int64_t j = begin;                                                                                          \
     for (; j + R <= end; j += R) NAME##_block<M, R>(x, w, y, j, in, out, body);                                 \
@@ -75,7 +78,15 @@ constexpr int64_t kPrefetch = PREFETCH_FLOATS;  // floats ahead of each weight r
       case 5: return NAME##_rows<5>(x, w, y, begin, end, in, out);                                              \
       case 6: return NAME##_rows<6>(x, w, y, begin, end, in, out);                                              \
       case 7: return NAME##_rows<7>(x, w, y, begin, end, in, out);                                              \
-      default: return NAME##_rows<8>(x, w, y, begin, end, in, out);                                             \
+      case 8: return NAME##_rows<8>(x, w, y, begin, end, in, out);                                              \
+      case 9: return NAME##_rows<9>(x, w, y, begin, end, in, out);                                              \
+      case 10: return NAME##_rows<10>(x, w, y, begin, end, in, out);                                            \
+      case 11: return NAME##_rows<11>(x, w, y, begin, end, in, out);                                            \
+      case 12: return NAME##_rows<12>(x, w, y, begin, end, in, out);                                            \
+      case 13: return NAME##_rows<13>(x, w, y, begin, end, in, out);                                            \
+      case 14: return NAME##_rows<14>(x, w, y, begin, end, in, out);                                            \
+      case 15: return NAME##_rows<15>(x, w, y, begin, end, in, out);                                            \
+      default: return NAME##_rows<16>(x, w, y, begin, end, in, out);                                            \
     }                                                                                                           \
   }
 
