@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from service.kernels import stream_gemm
 
 FORMS = ("linear", "weight_major", "stream")
+MARGIN = 0.05  # a form other than `linear` is kept only where it timed at least this much faster
 MAX_ROWS = 16  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
 
 
@@ -93,7 +94,9 @@ class GemmPlan:
     ) -> GemmPlan:
         """Time every form for each distinct shape among `weights` ([n, out, in] stacks, e.g. a MoE layer's
         experts, or single [out, in] matrices) and each m in 1..max_rows; keep the fastest (ties: the earlier form
-        in FORMS). `timer(stack, m)` returns seconds per form it timed (default: `time_forms`, the forms available
+        in FORMS), `linear` unless another form beats it by MARGIN (on the un-inflated moe-fine, whose experts sit
+        in cache, the forms timed within a few percent of each other and the choice flipped from row count to row
+        count). `timer(stack, m)` returns seconds per form it timed (default: `time_forms`, the forms available
         here); tests inject one."""
         timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates))
         seen: set[tuple[int, int]] = set()
@@ -105,7 +108,10 @@ class GemmPlan:
             seen.add(shape)
             for m in range(1, self.max_rows + 1):
                 times = timer(stack, m)
-                self.forms[(*shape, m)] = min(times, key=lambda f: (times[f], FORMS.index(f)))
+                best = min(times, key=lambda f: (times[f], FORMS.index(f)))
+                if "linear" in times and times[best] > (1.0 - MARGIN) * times["linear"]:
+                    best = "linear"  # within the timing noise of the reference: keep the reference
+                self.forms[(*shape, m)] = best
         return self
 
     def describe(self) -> dict[str, list[str]]:

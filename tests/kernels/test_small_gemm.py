@@ -93,3 +93,12 @@ def test_moe_experts_is_the_reference_moe(tokens, k, form):
     )
     assert plan.form(40, 16, 1) == form
     torch.testing.assert_close(moe_experts(plan, x, w13, w2, ids, weights), moe_forward(x, w13, w2, ids, weights))
+
+
+def test_a_form_must_beat_the_reference_by_the_margin():
+    from service.kernels.small_gemm import MARGIN
+
+    close = {"linear": 1.0, "stream": 1.0 - MARGIN / 2, "weight_major": 1.2}
+    clear = {"linear": 1.0, "stream": 1.0 - 2 * MARGIN, "weight_major": 1.2}
+    assert GemmPlan(max_rows=1).tune([torch.zeros(8, 4)], timer=lambda s, m: close).form(8, 4, 1) == "linear"
+    assert GemmPlan(max_rows=1).tune([torch.zeros(8, 4)], timer=lambda s, m: clear).form(8, 4, 1) == "stream"
