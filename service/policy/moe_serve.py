@@ -1,7 +1,12 @@
 """`moe-serve`: Cascade's utility, made batch-aware with MoESD's expert cost, under a TPOT SLO (issue 4).
 
   e_r(K)   = 1 + Σ_{i<=K} Π_{j<=i} p_rj          expected tokens of request r (p from acceptance.AcceptanceTracker,
-                                                  or the drafter's confidences once known, in `trim`)
+                                                  or the drafter's confidences once known, in `trim`); a request's
+                                                  own p is an EMA with weight `acceptance_alpha` = 0.3 after its
+                                                  first outcomes: a text turns predictable partway (NGRAM code at
+                                                  batch 1, CPU engine: six rejected one-token guesses, then judged
+                                                  drafts accepted 3 of 3 six times in a row; at weight 0.1 that
+                                                  request first speculated at its 28th token of 32)
   T(K⃗)     = StepTimeModel: fixed + a·n + b·L·N(F) + draft,  n = Σ_r (K_r + 1),  N(F) = E(1-(1-k/E)^F) (MoESD)
              over F = B + (n - B)(1 - affinity) fresh routings, affinity learnt from measured unique experts per
              batch-size bucket (expert_routing.Routing) and split by outcome (an accepted draft routes like the
@@ -136,6 +141,7 @@ class MoeServePolicy:
         probe_new_requests: bool = True,
         refit_every: int = 16,
         acceptance_prior: float = 0.5,
+        acceptance_alpha: float = 0.3,
         judged_first: bool = True,
         warm_up: bool = True,
         probe_hope: float = 0.8,
@@ -159,7 +165,9 @@ class MoeServePolicy:
         self.shape = MoeShape(num_experts, top_k, num_layers)
         self.k_max, self.expert_budget = k_max, expert_budget
         self.model = StepTimeModel(self.shape, prior)
-        self.accept = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)
+        # a request's own acceptance weighs its recent outcomes (`acceptance_alpha`, an EMA once its first outcomes
+        # are in): a text turns predictable partway through
+        self.accept = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior, alpha=acceptance_alpha)
         # acceptance by the depth of the draft in hand (engines that plan after drafting), learnt across requests:
         # how far the drafter's match reaches predicts acceptance better than the request's past
         self.by_depth = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)

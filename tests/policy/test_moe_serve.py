@@ -613,3 +613,18 @@ def test_every_allocation_for_a_batch_prices_its_own_expert_reuse(reuse, verifie
 def test_expert_reuse_is_checked():
     with pytest.raises(ValueError, match="expert_reuse"):
         RequestStepStats("r0", 0, 0, 1.5)
+
+
+def test_own_acceptance_follows_a_text_that_turns_predictable():
+    """A request whose first drafts fail and whose later ones are accepted (NGRAM code at batch 1 in the CPU engine:
+    six one-token rejections, then the engine's judged drafts accepted 3 of 3 step after step): its own estimate
+    follows within a few outcomes; a running mean over all of them (acceptance_alpha = 0.1) had it speculate from
+    its 28th token of 32."""
+    outcomes = [ShadowOutcome("r0", 3, 1, 0)] * 6 + [ShadowOutcome("r0", 3, 3, 3)] * 3
+    p_first = {}
+    for alpha in (0.1, MoeServePolicy().accept.alpha):
+        policy = MoeServePolicy(num_experts=32, top_k=4, num_layers=4, acceptance_alpha=alpha, warm_up=False)
+        for outcome in outcomes:
+            policy.observe(replace(stats([0], [0], 0.03), shadow=(outcome,), plain=True))
+        p_first[alpha] = policy.accept.get("r0")[0]
+    assert p_first[0.1] < 0.45 < 0.65 < p_first[MoeServePolicy().accept.alpha]
