@@ -36,9 +36,10 @@ ENTRYPOINT ["moe-serve"]
 CMD ["engine", "--host", "0.0.0.0", "--device", "cuda", "--", "--enable-metrics"]
 
 FROM python:3.11-slim AS cpu-build
-# A compiler for the few SGLang dependencies that build from source; left behind in this stage.
+# A compiler for the few SGLang dependencies that build from source and for the CPU engine's stream GEMM kernel
+# (setup.sh builds it into /app/build/extensions, which the runtime stage copies); left behind in this stage.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends build-essential \
+ && apt-get install -y --no-install-recommends build-essential ninja-build \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . .
