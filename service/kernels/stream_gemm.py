@@ -47,7 +47,7 @@ _STATE: dict[str, object] = {}  # "loaded": bool, "error": str
 
 
 def load() -> bool:
-    """Build (first time on this machine) and load the op; False where it cannot be built here (`error()` says
+    """Build (first time in this checkout) and load the op; False where it cannot be built here (`error()` says
     why)."""
     with _LOCK:
         if "loaded" not in _STATE:
