@@ -2,9 +2,9 @@
 //
 // The expert products of a MoE decode or verify step multiply 1-16 rows by a weight that comes from memory; the time
 // should be the weight's bytes over the memory bandwidth whatever m is. BLAS GEMMs do not stay there: on a 2-core
-// Intel Xeon (MKL, 1 thread, an expert's w13 [9216, 256]) F.linear took 0.65 ms for 1-2 rows and 1.24 / 1.62 ms for
-// 4 / 8 (the GEMM path packs the weight it reads). Here each output feature j is one pass over w[j] with m
-// accumulators (the x rows stay in cache), so w is streamed once at any m.
+// Intel Xeon (MKL, 1 thread, an expert's w13 [9216, 256]) F.linear took 0.70 ms for one row and 1.33 / 1.76 ms for
+// 4 / 8 (table in stream_gemm.py). Here each output feature j is one pass over w[j] with m accumulators (the x rows
+// stay in cache), so w is streamed once at any m.
 //
 // The CPU differs between machines (AVX-512 on some, AVX2 only on others): the loop is compiled three times with
 // GCC's target attribute (AVX-512F, AVX2 + FMA, the baseline) and picked at run time from what the CPU reports.
@@ -22,13 +22,10 @@
 namespace {
 
 constexpr int kMaxRows = 16;
-#ifndef PREFETCH_HINT
-#define PREFETCH_HINT _MM_HINT_T0
-#endif
-#ifndef PREFETCH_FLOATS
-#define PREFETCH_FLOATS 2048
-#endif
-constexpr int64_t kPrefetch = PREFETCH_FLOATS;  // floats ahead of each weight row read (see below)
+// Software prefetch, floats (8 KB) ahead of each weight row being read: without it the FMAs of a many-row loop slow
+// the loads and too little of the weight is in flight (4 rows of w13: 1.1 ms, no faster than BLAS; with it 0.66).
+// 1024 to 4096 floats read within a few percent of each other there; prefetching into L2 instead was no faster.
+constexpr int64_t kPrefetch = 2048;
 
 // R output features at a time, M x rows: R * M accumulators of one vector each, every weight vector loaded once and
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
@@ -43,7 +40,7 @@ constexpr int64_t kPrefetch = PREFETCH_FLOATS;  // floats ahead of each weight r
       VEC wv[R];                                                                                                \
       for (int a = 0; a < R; ++a) {                                                                             \
         wv[a] = LOAD(w + (j + a) * in + k);                                                                     \
-        _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + kPrefetch), PREFETCH_HINT);            \
+        _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + kPrefetch), _MM_HINT_T0);            \
       }                                                                                                         \
       for (int r = 0; r < M; ++r) {                                                                             \
         const VEC xv = LOAD(x + r * in + k);                                                                    \
