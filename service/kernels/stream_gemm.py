@@ -76,9 +76,11 @@ def supported_isas() -> list[str]:
 
 
 def stream_linear(x: torch.Tensor, w: torch.Tensor, isa: str | None = None) -> torch.Tensor:
-    """x [m, in] @ w [out, in].T -> [m, out], float32 CPU tensors, 1 <= m <= MAX_ROWS (the op checks and says)."""
-    _require()
-    return torch.ops.moe_serve.stream_linear(x, w, isa or _best())
+    """x [m, in] @ w [out, in].T -> [m, out], float32 CPU tensors, 1 <= m <= MAX_ROWS (the op checks and says).
+    Called for every expert product of a step: once loaded, no lock and no overload resolution."""
+    if not _STATE.get("loaded"):
+        _require()
+    return torch.ops.moe_serve.stream_linear.default(x, w, isa or _best())
 
 
 def _best() -> str:
