@@ -113,13 +113,13 @@ def _session_leader(pid: int) -> int:
 
 @contextlib.contextmanager
 def started(
-    kind: str, model: Path, threads: int, folder: Path, python: Path | None, variant: str | None = None
+    kind: str, model: Path, threads: int, folder: Path, python: Path | None, settings: EngineSettings | None = None
 ) -> Iterator[dict]:
-    """A running engine: {url, model, start_to_first_token_s, rss (TreeRss)}; `variant`: moe-serve's CPU settings
-    (bench.step_profile.variant_settings; None: the defaults)."""
+    """A running engine: {url, model, start_to_first_token_s, rss (TreeRss)}; `settings`: moe-serve's (None: the
+    defaults)."""
     t0 = time.perf_counter()
     if kind == "moe-serve":
-        settings = EngineSettings() if variant is None else variant_settings(variant)
+        settings = settings or EngineSettings()
         config = EngineConfig(
             model_path=str(model), port=0, threads=threads, max_running_requests=16, max_total_tokens=8192,
             settings=settings,
@@ -167,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     n1, n2 = (8, 24) if args.quick else tuple(int(n) for n in args.tokens.split(","))
     prompts = as_token_ids(prompt_sets(8, 400), source, PROMPT_TOKENS)["mixed"]
     chosen = args.variants.split(",") if args.variants else [None]
-    for variant in chosen:
-        if variant is not None:
-            variant_settings(variant)  # a bad name stops here, before any engine starts
-    variants = {"moe-serve": chosen[0], **{f"moe-serve:{a}": a for a in chosen[1:]}}
+    # settings per engine, made here so a bad variant name stops before any engine starts
+    variants = {
+        ("moe-serve" if i == 0 else f"moe-serve:{v}"): EngineSettings() if v is None else variant_settings(v)
+        for i, v in enumerate(chosen)
+    }
     rows, engines = [], []
     with tempfile.TemporaryDirectory(prefix="decode-peer-") as tmp:
         models = [source]
@@ -230,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "cpu": cpu_info(),
         "engine_threads": args.engine_threads,
-        "attention": {name: _settings(a).cpu_attention for name, a in variants.items()},
-        "cpu_gemm": {name: _settings(a).cpu_gemm for name, a in variants.items()},
+        "attention": {name: s.cpu_attention for name, s in variants.items()},
+        "cpu_gemm": {name: s.cpu_gemm for name, s in variants.items()},
         "tokens": [n1, n2],
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,
@@ -240,10 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"wrote {write_json(folder, 'decode_peer', payload)}")
     return 0
-
-
-def _settings(variant: str | None) -> EngineSettings:
-    return EngineSettings() if variant is None else variant_settings(variant)
 
 
 if __name__ == "__main__":
