@@ -24,9 +24,9 @@
            then drop whole the requests whose catch-up outweighs their drafts; keep the D with the lowest J, stop
            after two depths without improvement. K_r never exceeds the tokens r has left after the step's own.
   margin   drafts are chosen over K = 0 only where J falls by more than the cost model's measured error at this
-           batch size and draft depth (StepTimeModel.error; none until measured, so first bets are made): a batch-1
-           code request whose verifies were predicted 2.5 % better per token ran 1.05x of those kept plain (CPU,
-           moe-fine x48). Per depth: at batch 1 (STANDALONE) moe-serve ran one- and two-draft steps only, and
+           batch size and draft depth (StepTimeModel.error), and by at least MIN_MARGIN (1 %: before the error is
+           measured, first bets are made on a gain, not on a tie): a batch-1 code request whose verifies were
+           predicted 2.5 % better per token ran 1.05x of those kept plain (CPU, moe-fine x48). Per depth: at batch 1 (STANDALONE) moe-serve ran one- and two-draft steps only, and
            prose judged at p = 0.94 stayed plain, K = 3 priced 5 % better under those steps' 7.7 % error.
   SLO      a TPOT target (the tightest in the batch, slo.step_time_cap) bounds the batch's mean expected time per
            token, J / B = T · mean_r 1/e_r: a TPOT SLO is a mean over a request's tokens, and speculation lowers it
@@ -112,6 +112,11 @@ from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
 from service.policy.types import BatchView, Decision
+
+# the least relative fall in J that drafts must promise over K = 0 where the cost model's error is not measured
+# (or smaller): a tie between calibrated prices is not a gain (with plain and speculative steps both priced at
+# what they measured, a one-draft step never measured priced 0.01 % under a plain step at p = 0)
+MIN_MARGIN = 0.01
 
 # seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps
 DEFAULT_PRIOR = StepCoefficients(
@@ -310,7 +315,7 @@ class MoeServePolicy:
         best = plain = self._objective(zero, chains, cap_s, drafting, layout, model=model)
 
         def better(ks: list[int], key: tuple[int, float]) -> bool:  # than the best so far, and than K = 0 by margin
-            error = self.model.error(len(chains), max(ks, default=0) if drafting else None) or 0.0
+            error = max(self.model.error(len(chains), max(ks, default=0) if drafting else None) or 0.0, MIN_MARGIN)
             return key < best and key < (plain[0], plain[1] * (1.0 - error))
 
         if layout is not None and layout.verify_layout != "ragged":
