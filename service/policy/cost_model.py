@@ -205,8 +205,8 @@ class StepTimeModel:
     def verify_time(
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
     ) -> float:
-        """The target forward: a plain decode when no request verifies a draft (tokens == requests); a verify is
-        scaled by its bucket's calibration."""
+        """The target forward: a plain decode when no request verifies a draft (tokens == requests), else a verify;
+        either scaled by its bucket's calibration (`_scale`)."""
         return self._raw_verify_time(tokens, requests, budget, accepted) * self._scale(tokens, requests, None, accepted)
 
     def _raw_verify_time(self, tokens: int, requests: int, budget: int | None, accepted: float | None) -> float:
@@ -226,7 +226,7 @@ class StepTimeModel:
         accepted: float | None = None,
     ) -> float:
         """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens);
-        `accepted`: drafts expected accepted (`experts`). A speculative step is scaled by its bucket's calibration."""
+        `accepted`: drafts expected accepted (`experts`). Scaled by its bucket's calibration (`_scale`)."""
         raw = self._raw_step_time(tokens, requests, draft_steps, draft_tokens, budget, backlog_tokens, accepted)
         return raw * self._scale(tokens, requests, draft_steps, accepted)
 
@@ -249,7 +249,7 @@ class StepTimeModel:
 
     def _scale(self, tokens: int, requests: int, draft_steps: int | None, accepted: float | None) -> float:
         """Measured / predicted for a speculative step of this batch size, draft depth and expected outcome
-        (Calibration.ratio_for; 1 for a plain step or an unmeasured bucket)."""
+        (Calibration.ratio_for), a plain step by its bucket's plain steps' ratio; 1 for an unmeasured bucket."""
         if tokens <= requests:
             plain = self._plain_calibration.get(batch_bucket(requests))
             return 1.0 if plain is None else plain.ratio
@@ -334,7 +334,7 @@ class StepTimeModel:
             self._draft_rows.append(([float(draft_steps), float(draft_tokens), float(backlog_tokens)], draft_s))
         else:
             other_s += draft_s
-        if self.calibrate and tokens > requests and not plain:
+        if self.calibrate and not plain and tokens > requests:
             rows = self._calibration.setdefault(batch_bucket(requests), Calibration(self._predict_raw))
             rows.add(
                 (tokens, requests, draft_steps, draft_tokens, backlog_tokens, accepted, fresh_accepted),

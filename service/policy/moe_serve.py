@@ -26,8 +26,9 @@
   margin   drafts are chosen over K = 0 only where J falls by more than the cost model's measured error at this
            batch size and draft depth (StepTimeModel.error), and by at least MIN_MARGIN (1 %: before the error is
            measured, first bets are made on a gain, not on a tie): a batch-1 code request whose verifies were
-           predicted 2.5 % better per token ran 1.05x of those kept plain (CPU, moe-fine x48). Per depth: at batch 1 (STANDALONE) moe-serve ran one- and two-draft steps only, and
-           prose judged at p = 0.94 stayed plain, K = 3 priced 5 % better under those steps' 7.7 % error.
+           predicted 2.5 % better per token ran 1.05x of those kept plain (CPU, moe-fine x48). Per depth: at batch 1
+           (STANDALONE) moe-serve ran one- and two-draft steps only, and prose judged at p = 0.94 stayed plain, K = 3
+           priced 5 % better under those steps' 7.7 % error.
   SLO      a TPOT target (the tightest in the batch, slo.step_time_cap) bounds the batch's mean expected time per
            token, J / B = T · mean_r 1/e_r: a TPOT SLO is a mean over a request's tokens, and speculation lowers it
            although a step takes longer. Minimising J meets the target whenever some configuration does; a probe
