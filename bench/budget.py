@@ -9,7 +9,13 @@ model and its inflated, memory-bound variant), its argmax at each position again
 agreement, i.e. would verification accept the same token), and the cross-entropy of the true next tokens (held-out
 loss, nats/token) on the bundled model (inflation preserves the function, so quality is the same on both).
 
-    python -m bench.budget [--model PATH] [--inflate N] [--quick] [--out DIR]
+At batch b (`--batches`, default 1 and 8) b windows verify together in one forward of b x VERIFY_TOKENS tokens, and
+the budget keeps the top-B experts by router mass over all of them, as the engine applies it to a batch's verify
+forward: one request's 4-token verify touches ~10 of moe-fine's 32 experts per layer, so B = E/2 binds only when
+requests verify together (MoE-Spec budgets batched verification). Each group's prefix is prefilled once without a
+budget and the cache cropped back after every verify forward.
+
+    python -m bench.budget [--model PATH] [--inflate N] [--batches 1,8] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -47,49 +53,74 @@ def windows(ckpt: MoeCheckpoint, count: int, prefix: int) -> list[torch.Tensor]:
     return out
 
 
-def verify_forward(model, probe: RoutingProbe, ids: torch.Tensor, prefix: int) -> tuple[torch.Tensor, float]:
-    """Logits [VERIFY_TOKENS, V] of a verify forward after a freshly cached prefix, and its time in seconds. The
-    prefix is prefilled without a budget (MoE-Spec budgets verification only); the probe then sees only the verify."""
-    budget, probe.budget = probe.budget, None
-    with torch.no_grad():
-        cache = model(ids[None, :prefix], use_cache=True).past_key_values
-        probe.budget = budget
-        probe.reset()
-        chunk = ids[None, prefix : prefix + VERIFY_TOKENS]
-        positions = torch.arange(prefix, prefix + VERIFY_TOKENS)[None]
-        start = time.perf_counter()
-        logits = model(chunk, past_key_values=cache, position_ids=positions, use_cache=True).logits[0]
-        return logits, time.perf_counter() - start
+def groups(wins: list[torch.Tensor], batch: int) -> list[torch.Tensor]:
+    """Consecutive windows stacked b at a time ([b, prefix + 2·VERIFY_TOKENS]); a remainder short of b is left out."""
+    if batch < 1 or batch > len(wins):
+        raise ValueError(f"batch {batch}: between 1 and the {len(wins)} held-out windows")
+    return [torch.stack(wins[i : i + batch]) for i in range(0, len(wins) - batch + 1, batch)]
 
 
-def sweep(ckpt: MoeCheckpoint, wins: list[torch.Tensor], prefix: int, repeats: int, quality: bool) -> list[dict]:
+class CachedGroup:
+    """A group of windows with their prefixes cached (prefilled without a budget: MoE-Spec budgets verification
+    only); `verify` runs the next VERIFY_TOKENS of every window in one forward and crops the cache back."""
+
+    def __init__(self, model, probe: RoutingProbe, ids: torch.Tensor, prefix: int) -> None:
+        self.model, self.probe, self.ids, self.prefix = model, probe, ids, prefix
+        budget, probe.budget = probe.budget, None
+        try:
+            with torch.no_grad():
+                self.cache = model(ids[:, :prefix], use_cache=True).past_key_values
+        finally:
+            probe.budget = budget
+
+    def verify(self) -> tuple[torch.Tensor, float]:
+        """Logits [b·VERIFY_TOKENS, V] (window-major) and the forward's time in seconds; the probe sees only it."""
+        self.probe.reset()
+        chunk = self.ids[:, self.prefix : self.prefix + VERIFY_TOKENS]
+        positions = torch.arange(self.prefix, self.prefix + VERIFY_TOKENS).expand(chunk.shape[0], -1)
+        with torch.no_grad():
+            start = time.perf_counter()
+            logits = self.model(chunk, past_key_values=self.cache, position_ids=positions, use_cache=True).logits
+            elapsed = time.perf_counter() - start
+        self.cache.crop(self.prefix)
+        return logits.reshape(-1, logits.shape[-1]), elapsed
+
+    def targets(self) -> torch.Tensor:
+        """The true next token of every verify position, window-major like `verify`'s logits."""
+        return self.ids[:, self.prefix + 1 : self.prefix + 1 + VERIFY_TOKENS].reshape(-1)
+
+
+def sweep(
+    ckpt: MoeCheckpoint, wins: list[torch.Tensor], prefix: int, repeats: int, quality: bool, batch: int = 1
+) -> list[dict]:
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(ckpt.path, dtype=torch.float32).eval()
     budgets = [None, *range(ckpt.num_experts - 1, ckpt.top_k - 1, -1)]
     rows = []
     with probed_routers(model) as probe:
-        verify_forward(model, probe, wins[0], prefix)  # warm-up
-        reference = [verify_forward(model, probe, ids, prefix)[0].argmax(-1) for ids in wins]
+        cached = [CachedGroup(model, probe, ids, prefix) for ids in groups(wins, batch)]
+        cached[0].verify()  # warm-up
+        reference = [group.verify()[0].argmax(-1) for group in cached]
         for mode in MODES:
             for budget in budgets:
                 if budget is None and mode != MODES[0]:
                     continue
                 probe.budget, probe.mode = budget, mode
                 times, agree, losses, unique = [], [], [], []
-                for ids, ref in zip(wins, reference, strict=True):
+                for group, ref in zip(cached, reference, strict=True):
                     best = float("inf")
                     for _ in range(repeats):
-                        logits, elapsed = verify_forward(model, probe, ids, prefix)
+                        logits, elapsed = group.verify()
                         best = min(best, elapsed)
                     times.append(best)
                     unique.append(sum(probe.unique) / len(probe.unique))
                     agree.append(float((logits.argmax(-1) == ref).float().mean()))
-                    target = ids[prefix + 1 : prefix + 1 + VERIFY_TOKENS]
-                    losses.append(float(torch.nn.functional.cross_entropy(logits, target)))
+                    losses.append(float(torch.nn.functional.cross_entropy(logits, group.targets())))
                 rows.append(
                     {
                         "model": ckpt.path.name,
+                        "batch": batch,
                         "mode": "none" if budget is None else mode,
                         "budget": budget or ckpt.num_experts,
                         "unique_per_layer": statistics.mean(unique),
@@ -109,23 +140,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_setup_arguments(parser)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--batches", default=None, help="requests verifying together, comma-separated (default 1,8; --quick 1,2)"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: few windows, one repeat")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "budget")
     torch.set_num_threads(args.threads)
-    per_domain, repeats, prefix = (1, 1, 16) if args.quick else (6, 3, 64)
+    per_domain, repeats, prefix = (1, 1, 16) if args.quick else (11, 3, 64)
+    batches = [int(b) for b in (args.batches or ("1,2" if args.quick else "1,8")).split(",")]
     setup = setup_from_args(args)
     source = read_checkpoint(setup.model)
     wins = windows(source, per_domain, prefix)
-    rows = sweep(source, wins, prefix, repeats, quality=True)
-    if setup.inflate > 1:  # the deciding setup's memory-bound copy, cached under .cache/inflated
-        rows += sweep(read_checkpoint(timed_model(setup)), wins, prefix, repeats, quality=False)
+    rows = []
+    for batch in batches:
+        rows += sweep(source, wins, prefix, repeats, quality=True, batch=batch)
+        if setup.inflate > 1:  # the deciding setup's memory-bound copy, cached under .cache/inflated
+            rows += sweep(read_checkpoint(timed_model(setup)), wins, prefix, repeats, quality=False, batch=batch)
     print(
         table(
             rows,
             [
                 "model",
+                "batch",
                 "mode",
                 "budget",
                 "unique_per_layer",
@@ -142,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "setup": {"model": str(setup.model), "inflate": setup.inflate},
             "verify_tokens": VERIFY_TOKENS,
+            "batches": batches,
             "windows": len(wins),
             "threads": args.threads,
             "rows": rows,
@@ -154,21 +193,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plot(rows: list[dict], path: Path) -> None:
     fig, axes = figure(3, (13, 3.6))
-    quality = [r for r in rows if r["greedy_agreement"] is not None]
-    for mode in MODES:
-        pts = sorted((r for r in quality if r["mode"] in (mode, "none")), key=lambda r: r["budget"])
-        axes[0].plot([r["budget"] for r in pts], [r["greedy_agreement"] for r in pts], "o-", label=mode)
-        axes[1].plot([r["budget"] for r in pts], [r["heldout_loss"] for r in pts], "o-", label=mode)
-        for model in dict.fromkeys(r["model"] for r in rows):
-            timed = sorted(
-                (r for r in rows if r["model"] == model and r["mode"] in (mode, "none")), key=lambda r: r["budget"]
-            )
-            axes[2].plot([r["budget"] for r in timed], [r["time_saved"] for r in timed], "o-", label=f"{model} {mode}")
+    for batch in dict.fromkeys(r["batch"] for r in rows):
+        at = [r for r in rows if r["batch"] == batch]
+        quality = [r for r in at if r["greedy_agreement"] is not None]
+        for mode in MODES:
+            pts = sorted((r for r in quality if r["mode"] in (mode, "none")), key=lambda r: r["budget"])
+            label = f"b{batch} {mode}"
+            axes[0].plot([r["budget"] for r in pts], [r["greedy_agreement"] for r in pts], "o-", label=label)
+            axes[1].plot([r["budget"] for r in pts], [r["heldout_loss"] for r in pts], "o-", label=label)
+            for model in dict.fromkeys(r["model"] for r in at):
+                timed = sorted(
+                    (r for r in at if r["model"] == model and r["mode"] in (mode, "none")), key=lambda r: r["budget"]
+                )
+                xs, ys = [r["budget"] for r in timed], [r["time_saved"] for r in timed]
+                axes[2].plot(xs, ys, "o-", label=f"{model} {label}")
     for ax, label in zip(axes, ("greedy agreement", "held-out loss (nats/token)", "verify time saved"), strict=True):
         ax.set_xlabel("expert budget B per layer")
         ax.set_ylabel(label)
-        ax.legend(fontsize=7)
-    save_figure(fig, path, f"Expert budget in a {VERIFY_TOKENS}-token verify: truncation vs substitution")
+        ax.legend(fontsize=6)
+    title = f"Expert budget in a verify of {VERIFY_TOKENS} tokens per request: truncation vs substitution"
+    save_figure(fig, path, title)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ COLUMNS = {
         "pred_fit_ms",
         "bw_limit_ms",
     ],
-    "budget": ["model", "mode", "budget", "verify_ms", "time_saved", "greedy_agreement", "heldout_loss"],
+    "budget": ["model", "batch", "mode", "budget", "verify_ms", "time_saved", "greedy_agreement", "heldout_loss"],
     "policies": ["drafter", "policy", "prompts", "batch", "tpot_ms", "tpot_ms_min", "tpot_ms_max", "tokens_per_s"],
     "replay": [
         "drafter",

@@ -67,12 +67,43 @@ def test_budget_takes_the_inflation_from_the_command_line(bundled_model, results
 
 def test_budget(bundled_model, results):
     data = run_quick("budget", bundled_model, results)
-    quality = [r for r in data["rows"] if r["model"] == "moe-tiny"]
-    assert {r["mode"] for r in quality} == {"none", "truncation", "substitution"}
-    assert next(r for r in quality if r["mode"] == "none")["greedy_agreement"] == 1.0
-    for r in quality:
-        assert 0.0 <= r["greedy_agreement"] <= 1.0 and finite(r["heldout_loss"])
-        assert r["unique_per_layer"] <= r["budget"]
+    assert data["batches"] == [1, 2]
+    for batch in (1, 2):
+        quality = [r for r in data["rows"] if r["model"] == "moe-tiny" and r["batch"] == batch]
+        assert {r["mode"] for r in quality} == {"none", "truncation", "substitution"}
+        assert next(r for r in quality if r["mode"] == "none")["greedy_agreement"] == 1.0
+        for r in quality:
+            assert 0.0 <= r["greedy_agreement"] <= 1.0 and finite(r["heldout_loss"])
+            assert r["unique_per_layer"] <= r["budget"]
+
+
+def test_budget_batched_verify_is_the_requests_verifies_side_by_side(bundled_model):
+    """A group's one forward gives each window the logits of its own verify (the cache cropped back between
+    forwards), and a budget over the group keeps B experts per layer over all its tokens."""
+    import torch
+    import transformers
+
+    from bench import budget
+    from bench._models import read_checkpoint
+    from bench._routing import probed_routers
+
+    ckpt = read_checkpoint(bundled_model)
+    wins = budget.windows(ckpt, 1, 16)[:2]
+    model = transformers.AutoModelForCausalLM.from_pretrained(ckpt.path, dtype=torch.float32).eval()
+    with probed_routers(model) as probe:
+        alone = [budget.CachedGroup(model, probe, ids, 16) for ids in budget.groups(wins, 1)]
+        together = budget.CachedGroup(model, probe, budget.groups(wins, 2)[0], 16)
+        expected = torch.cat([group.verify()[0] for group in alone])
+        for _ in range(2):  # the second forward runs on the cropped cache
+            got, _ = together.verify()
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+        assert torch.equal(together.targets(), torch.cat([group.targets() for group in alone]))
+        full = list(probe.unique)  # the last unbudgeted forward of the group
+        probe.budget, probe.mode = ckpt.top_k, "truncation"
+        together.verify()
+        assert max(probe.unique) <= ckpt.top_k < max(full)  # the budget bound, over both windows' tokens
+    with pytest.raises(ValueError, match="batch 3"):
+        budget.groups(wins, 3)
 
 
 @pytest.mark.sglang
