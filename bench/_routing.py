@@ -3,7 +3,10 @@ force a chosen number of unique experts, or apply MoE-Spec's expert budget with 
 
 transformers' `MixtralExperts` loops over the experts some token picked and skips id == num_experts, so a truncated
 slot pointed there is never computed: the forward's time then follows the experts actually touched, like SGLang's CPU
-MoE (`moe_forward_native`).
+MoE (`moe_forward_native`). `engine_experts` puts the CPU engine's own expert products in its place (the tuned
+`GemmPlan` of service/kernels/small_gemm.py, as moe_sglang/cpu_moe.py runs them), so a forward's expert time is the
+engine's: transformers' `F.linear` per expert reads a weight at up to half the speed for 2-8 rows (small_gemm's
+table), which makes a verify's time grow with its tokens, not only with the experts they touch.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from service.kernels.moe_ref import (
     route_topk,
     select_budget_experts,
 )
+from service.kernels.small_gemm import GemmPlan, moe_experts
 
 
 @dataclass
@@ -29,6 +33,9 @@ class RoutingProbe:
     force_unique: int | None = None  # route the forward's tokens over exactly this many experts (timing only)
     budget: int | None = None  # experts kept per layer (MoE-Spec); None = no budget
     mode: str = "truncation"  # truncation | substitution
+    # truncation: point a dropped slot at an in-budget expert not in the token's row, with weight 0, as the CPU
+    # engine does (moe_sglang.expert_budget.redirect_dropped; its MoE cannot skip a slot), instead of at id E
+    redirect: bool = False
     unique: list[int] = field(default_factory=list)  # [num_layers] unique experts touched by the last forward
     dropped: int = 0  # token-expert slots the budget removed in the last forward (truncation)
 
@@ -51,6 +58,56 @@ def probed_routers(model: torch.nn.Module) -> Iterator[RoutingProbe]:
     finally:
         for router, forward in zip(routers, originals, strict=True):
             router.forward = forward
+
+
+EXPERTS = ("engine", "transformers")  # whose expert products a bench's forwards run
+
+
+@contextlib.contextmanager
+def expert_products(model: torch.nn.Module, probe: RoutingProbe, experts: str) -> Iterator[None]:
+    """`experts` = "engine": the engine's products (engine_experts), truncated slots redirected as the engine does;
+    "transformers": the model's own."""
+    if experts not in EXPERTS:
+        raise ValueError(f"experts {experts!r}: expected one of {EXPERTS}")
+    if experts == "transformers":
+        yield
+        return
+    probe.redirect = True
+    try:
+        with engine_experts(model):
+            yield
+    finally:
+        probe.redirect = False
+
+
+@contextlib.contextmanager
+def engine_experts(model: torch.nn.Module) -> Iterator[GemmPlan]:
+    """Run every Mixtral expert block of `model` with the CPU engine's expert products for the duration of the block:
+    a `GemmPlan` tuned here on the model's own weights (every form per row count, as the engine's first forward
+    does). Like the engine's MoE it cannot skip a slot: under a truncating budget set `RoutingProbe.redirect`."""
+    blocks = [m for m in model.modules() if type(m).__name__ == "MixtralExperts"]
+    if not blocks:
+        raise ValueError(f"{type(model).__name__} has no Mixtral expert blocks")
+    plan = GemmPlan().tune([w for b in blocks[:1] for w in (b.gate_up_proj.detach(), b.down_proj.detach())])
+    originals = [b.forward for b in blocks]
+    for block in blocks:
+        block.forward = _planned(block, plan)
+    try:
+        yield plan
+    finally:
+        for block, forward in zip(blocks, originals, strict=True):
+            block.forward = forward
+
+
+def _planned(block, plan: GemmPlan):
+    w13, w2 = block.gate_up_proj.detach(), block.down_proj.detach()
+
+    def forward(hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
+        if bool((top_k_index >= block.num_experts).any()):
+            raise ValueError("a dropped slot (id E) reached the engine's experts: set RoutingProbe.redirect")
+        return moe_experts(plan, hidden_states, w13, w2, top_k_index, top_k_weights)
+
+    return forward
 
 
 def _routed(router, probe: RoutingProbe):
@@ -90,4 +147,8 @@ def _budgeted(logits, ids, weights, probe: RoutingProbe) -> tuple[torch.Tensor, 
     ids, weights = apply_budget_truncation(ids, weights, mask, renormalize=True)
     keep = mask[ids]  # [T, k]
     probe.dropped += int((~keep).sum())
+    if probe.redirect:
+        from moe_sglang.expert_budget import redirect_dropped
+
+        return redirect_dropped(ids, mask, torch.softmax(logits.float(), dim=-1)), weights
     return torch.where(keep, ids, torch.full_like(ids, num_experts)), weights  # id E: skipped by MixtralExperts

@@ -3,7 +3,9 @@ agreement and held-out loss, B swept from top_k to E.
 
 Measured in-process with transformers' Mixtral (fp32) and the torch reference budget functions
 (service/kernels/moe_ref.py via bench/_routing.py), not through the engine: the engine applies the same functions
-(moe_sglang/expert_budget.py) but cannot report a loss. A verify step is emulated as one forward of K+1 held-out
+(moe_sglang/expert_budget.py) but cannot report a loss. The expert products are the CPU engine's (`--experts
+engine`, the default; a truncated slot then points at an in-budget expert with weight 0, as the engine's does) or
+transformers' own (`--experts transformers`, which skips a truncated slot; the runs before 2026-11-26). A verify step is emulated as one forward of K+1 held-out
 tokens after a cached prefix (all drafts correct, as teacher forcing): its time (best of repeats; on the bundled
 model and its inflated, memory-bound variant), its argmax at each position against the unbudgeted forward's (greedy
 agreement, i.e. would verification accept the same token), and the cross-entropy of the true next tokens (held-out
@@ -15,7 +17,8 @@ forward: one request's 4-token verify touches ~10 of moe-fine's 32 experts per l
 requests verify together (MoE-Spec budgets batched verification). Each group's prefix is prefilled once without a
 budget and the cache cropped back after every verify forward.
 
-    python -m bench.budget [--model PATH] [--inflate N] [--batches 1,8] [--quick] [--out DIR]
+    python -m bench.budget [--model PATH] [--inflate N] [--batches 1,8] [--experts engine|transformers] [--quick]
+                           [--out DIR]
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import torch
 from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import PROMPT_SETS, heldout_documents
 from bench._models import MoeCheckpoint, add_setup_arguments, read_checkpoint, setup_from_args, timed_model
-from bench._routing import RoutingProbe, probed_routers
+from bench._routing import EXPERTS, RoutingProbe, expert_products, probed_routers
 
 MODES = ("truncation", "substitution")
 VERIFY_TOKENS = 4  # K + 1 with K = 3, the engine's NGRAM depth
@@ -82,7 +85,7 @@ class CachedGroup:
             start = time.perf_counter()
             logits = self.model(chunk, past_key_values=self.cache, position_ids=positions, use_cache=True).logits
             elapsed = time.perf_counter() - start
-        self.cache.crop(self.prefix)
+        self.cache.crop(-VERIFY_TOKENS)
         return logits.reshape(-1, logits.shape[-1]), elapsed
 
     def targets(self) -> torch.Tensor:
@@ -91,14 +94,20 @@ class CachedGroup:
 
 
 def sweep(
-    ckpt: MoeCheckpoint, wins: list[torch.Tensor], prefix: int, repeats: int, quality: bool, batch: int = 1
+    ckpt: MoeCheckpoint,
+    wins: list[torch.Tensor],
+    prefix: int,
+    repeats: int,
+    quality: bool,
+    batch: int = 1,
+    experts: str = "engine",
 ) -> list[dict]:
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(ckpt.path, dtype=torch.float32).eval()
     budgets = [None, *range(ckpt.num_experts - 1, ckpt.top_k - 1, -1)]
     rows = []
-    with probed_routers(model) as probe:
+    with probed_routers(model) as probe, expert_products(model, probe, experts):
         cached = [CachedGroup(model, probe, ids, prefix) for ids in groups(wins, batch)]
         cached[0].verify()  # warm-up
         reference = [group.verify()[0].argmax(-1) for group in cached]
@@ -140,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_setup_arguments(parser)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--experts", choices=EXPERTS, default="engine", help="whose expert products run")
     parser.add_argument(
         "--batches", default=None, help="requests verifying together, comma-separated (default 1,8; --quick 1,2)"
     )
@@ -155,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     wins = windows(source, per_domain, prefix)
     rows = []
     for batch in batches:
-        rows += sweep(source, wins, prefix, repeats, quality=True, batch=batch)
+        rows += sweep(source, wins, prefix, repeats, quality=True, batch=batch, experts=args.experts)
         if setup.inflate > 1:  # the deciding setup's memory-bound copy, cached under .cache/inflated
-            rows += sweep(read_checkpoint(timed_model(setup)), wins, prefix, repeats, quality=False, batch=batch)
+            copy = read_checkpoint(timed_model(setup))
+            rows += sweep(copy, wins, prefix, repeats, quality=False, batch=batch, experts=args.experts)
     print(
         table(
             rows,
@@ -181,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             "setup": {"model": str(setup.model), "inflate": setup.inflate},
             "verify_tokens": VERIFY_TOKENS,
             "batches": batches,
+            "experts": args.experts,
             "windows": len(wins),
             "threads": args.threads,
             "rows": rows,

@@ -9,8 +9,12 @@ requests are kept; arrivals are then compressed or stretched so the window's off
 times this machine's capacity, measured first on the no-speculation engine (closed loop, 8 streams).
 The deciding setup (bench/_models.py deciding_setup(): model, inflation, drafters) is the default. The plain engine
 (no drafter) stays up; beside it one engine per drafter serves every policy, picked per request by hints
-(`custom_params.moe_serve`). Each repetition replays every policy and "none" once per trace, in an order rotated by
-the repetition; rows give the median and min-max over repetitions. Caches are flushed between replays.
+(`custom_params.moe_serve`). A second plain engine without SGLang's overlap scheduler gives "none-sync": the
+speculative engines step synchronously, and the two modes stream a request's first token at different steps (with
+overlap, after the next batch has run; bench.policies' docstring). Each repetition replays every policy, "none" and
+"none-sync" once per trace, in an order rotated by the repetition; rows give the median and min-max over repetitions
+and, per repetition, the requests that missed the SLO at x1 with their TTFT, TPOT, first and longest inter-token
+interval (`misses`). Caches are flushed between replays.
 
     python -m bench.replay [--model PATH] [--inflate N] [--draft-model PATH] [--drafters ngram,standalone]
                            [--repeats 3] [--traces DIR] [--quick] [--out DIR]
@@ -38,7 +42,7 @@ from moe_sglang.server import running_engine
 from service.traces import replay as replay_module
 from service.traces import schedule as sched
 from service.traces.formats import load_trace
-from service.traces.report import Slo, goodput, summarize
+from service.traces.report import Slo, goodput, summarize, tpot_s
 from service.traces.types import Schedule
 
 # SGLang refuses a prompt longer than context - 6 (tp_worker.py: max_req_len = context - 1, inputs up to max_req_len -
@@ -106,9 +110,33 @@ def replay_once(url: str, s: Schedule, prompts: list[str], hints: dict | None):
     return asyncio.run(replay_module.replay(s, prompts, config))
 
 
+def misses(result, slo_tpot_ms: float) -> list[dict]:
+    """The requests over the TPOT SLO, each with where its time went: its TPOT, TTFT, the interval after its first
+    token (a prefill of a later arrival that ran there lands in it) and its longest interval."""
+    out = []
+    for r in result.records:
+        tpot = tpot_s(r)
+        if r.error is None and (tpot is None or tpot * 1e3 <= slo_tpot_ms):
+            continue
+        out.append(
+            {
+                "index": r.index,
+                "input_tokens": r.input_tokens,
+                "output_tokens": r.output_tokens,
+                "error": r.error,
+                "ttft_ms": None if r.ttft_s is None else r.ttft_s * 1e3,
+                "tpot_ms": None if tpot is None else tpot * 1e3,
+                "first_itl_ms": r.itl_s[0] * 1e3 if r.itl_s else None,
+                "max_itl_ms": max(r.itl_s) * 1e3 if r.itl_s else None,
+            }
+        )
+    return out
+
+
 def row(trace: str, policy: str, result, slo_tpot_ms: float) -> dict:
     summary = summarize(result, Slo(tpot_ms=slo_tpot_ms))
     out = {"trace": trace, "policy": policy, "requests": len(result.records), "failed": summary["failed"]}
+    out["misses"] = misses(result, slo_tpot_ms)
     out["errors"] = sorted({f"input {r.input_tokens}: {r.error}" for r in result.records if r.error})
     for scale in SLO_SCALES:
         g = goodput(result.records, Slo(tpot_ms=scale * slo_tpot_ms), result.duration_s)
@@ -129,8 +157,8 @@ ENGINE_START_S = 80.0
 def default_estimate(requests: int = 12, max_output: int = 24, load: float = 0.7, repeats: int = 3) -> float:
     """Dry estimate of a default run: every replay lasts about its window's output tokens / (load x capacity)."""
     replay_s = requests * max_output / (load * CAPACITY_TOKENS_PER_S) + 3.0
-    drafters, traces, variants = 2, len(TRACES), 1 + len(POLICIES)
-    return (1 + drafters) * ENGINE_START_S + traces * replay_s * (1 + drafters * repeats * variants)
+    drafters, traces, variants = 2, len(TRACES), 2 + len(POLICIES)  # none and none-sync besides the policies
+    return (2 + drafters) * ENGINE_START_S + traces * replay_s * (1 + drafters * repeats * variants)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,11 +205,26 @@ def main(argv: list[str] | None = None) -> int:
     def engine(spec):
         return bench_engine(model, spec, args.engine_threads)
 
+    def engine_with(spec, extra):
+        return bench_engine(model, spec, args.engine_threads, extra=extra)
+
     with contextlib.ExitStack() as stack:
         # --quick: one engine start; the baseline is then a K=0 hint on the drafter engine
         first = speculation(drafters[0], setup)
         plain_url = stack.enter_context(
             running_engine(engine(first if args.quick else SpeculationConfig()), log_path=folder / "engine-none.log")
+        )
+        # the speculative engines step synchronously; "none-sync" (a plain engine without SGLang's overlap scheduler)
+        # shows what that mode alone does to attainment (bench.policies' docstring: the two modes time TPOT apart)
+        sync_url = (
+            None
+            if args.quick
+            else stack.enter_context(
+                running_engine(
+                    engine_with(SpeculationConfig(), ("--disable-overlap-schedule",)),
+                    log_path=folder / "engine-none-sync.log",
+                )
+            )
         )
         off = {"policy": "static", "max_k": 0} if args.quick else None
         # token ids, cut so that max_output more tokens fit the context
@@ -202,13 +245,14 @@ def main(argv: list[str] | None = None) -> int:
                         running_engine(engine(speculation(drafter, setup)), log_path=folder / f"engine-{drafter}.log")
                     )
                 )
-                variants = {"none": (plain_url, off)} | {p: (url, h) for p, h in policies.items()}
+                variants = {"none": (plain_url, off)} | ({} if sync_url is None else {"none-sync": (sync_url, off)})
+                variants |= {p: (url, h) for p, h in policies.items()}
                 for rep in range(repeats):
                     for name in traces:
                         names = list(variants)
                         for policy in names[rep % len(names) :] + names[: rep % len(names)]:
                             target, hints = variants[policy]
-                            if policy != "none":
+                            if policy not in ("none", "none-sync"):
                                 hints = {"tpot_ms": slo[name], **hints}
                             result = replay_once(target, schedules[name], prompts[name], hints)
                             runs.setdefault((drafter, name, policy), []).append(row(name, policy, result, slo[name]))
@@ -244,6 +288,7 @@ def aggregate(runs: dict[tuple, list[dict]]) -> list[dict]:
         out = {"drafter": drafter, "trace": trace, "policy": policy, "repeats": len(reps)}
         out["requests"], out["failed"] = reps[0]["requests"], sum(r["failed"] for r in reps)
         out["errors"] = sorted({e for r in reps for e in r["errors"]})
+        out["misses"] = [r["misses"] for r in reps]  # per repetition: the requests over the SLO at x1 (misses())
         for key in [f"slo_x{s:g}" for s in SLO_SCALES] + ["goodput_rps", "tpot_p50_ms", "tpot_p99_ms", "accept_length"]:
             values = [r[key] for r in reps if r[key] is not None]
             out[key] = statistics.median(values) if values else None

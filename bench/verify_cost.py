@@ -4,7 +4,9 @@ experts those tokens touch, on the deciding setup's model (bench/_models.py deci
 
 Measured in-process with transformers' Mixtral (fp32, the engine's CPU dtype), one forward of t tokens after a cached
 prefix of held-out text, the cache cropped back between forwards, best of several repeats; unique experts are counted from the routers' own
-top-k. Two sweeps per model:
+top-k. The expert products are the CPU engine's (`--experts engine`, the default: its tuned GemmPlan with the stream
+kernel, bench/_routing.py engine_experts) or transformers' own per-expert `F.linear` (`--experts transformers`, the
+form the runs before 2026-11-26 measured). Two sweeps per model:
 - natural: real routing of held-out text, t = 1..K+1 (what a verify step of K drafts costs);
 - forced: t = K+1 tokens routed over exactly u experts per layer, u = top_k..min(E, t·top_k) (time vs unique experts
   with the token count fixed; outputs are meaningless there, only the time is used).
@@ -13,7 +15,8 @@ MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/cost_model.py) put in place of t
 natural sweep (pred_moesd_ms: how far uniform routing is from the real router), and the bandwidth limit = bytes of the unique experts /
 memory bandwidth of this machine (a large torch copy, read+write bytes / time).
 
-    python -m bench.verify_cost [--model PATH] [--inflate N] [--max-k 7] [--quick] [--out DIR]
+    python -m bench.verify_cost [--model PATH] [--inflate N] [--max-k 7] [--experts engine|transformers] [--quick]
+                                [--out DIR]
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import torch
 from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import heldout_documents
 from bench._models import MoeCheckpoint, add_setup_arguments, read_checkpoint, setup_from_args, timed_model
-from bench._routing import probed_routers
+from bench._routing import EXPERTS, expert_products, probed_routers
 from service.policy.cost_model import expected_experts
 
 
@@ -64,7 +67,9 @@ class CachedPrefix:
         return elapsed
 
 
-def measure_model(ckpt: MoeCheckpoint, texts: list[str], max_k: int, repeats: int, prefix: int) -> list[dict]:
+def measure_model(
+    ckpt: MoeCheckpoint, texts: list[str], max_k: int, repeats: int, prefix: int, experts: str = "engine"
+) -> list[dict]:
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(ckpt.path)
@@ -77,7 +82,7 @@ def measure_model(ckpt: MoeCheckpoint, texts: list[str], max_k: int, repeats: in
     if not windows:
         raise RuntimeError(f"no held-out text of {prefix + max_k + 1} tokens")
     rows = []
-    with probed_routers(model) as probe:
+    with probed_routers(model) as probe, expert_products(model, probe, experts):
         cached = [CachedPrefix(model, ids, prefix) for ids in windows]
         cached[0].forward(max_k + 1)  # warm-up: first-call allocations
         for t in range(1, max_k + 2):
@@ -130,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     add_setup_arguments(parser)
     parser.add_argument("--max-k", type=int, default=7, help="largest draft length K (forwards of 1..K+1 tokens)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: stable on a shared machine)")
+    parser.add_argument("--experts", choices=EXPERTS, default="engine", help="whose expert products run")
     parser.add_argument("--quick", action="store_true", help="smoke run: K <= 3, few repeats")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -145,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if setup.inflate > 1:  # the deciding setup's memory-bound copy, cached under .cache/inflated
         models.append(read_checkpoint(timed_model(setup)))
     for ckpt in models:
-        rows += measure_model(ckpt, texts, max_k, repeats, min(prefix, ckpt.context - max_k - 1))
+        rows += measure_model(ckpt, texts, max_k, repeats, min(prefix, ckpt.context - max_k - 1), args.experts)
         fits[ckpt.path.name] = add_predictions(rows, ckpt, bandwidth)
     columns = ["model", "sweep", "tokens", "unique_per_layer", "moesd_n_t", "time_ms", "pred_moesd_ms", "pred_fit_ms"]
     columns.append("bw_limit_ms")
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             "setup": {"model": str(setup.model), "inflate": setup.inflate},
             "bandwidth_bytes_per_s": bandwidth,
             "threads": args.threads,
+            "experts": args.experts,
             "max_k": max_k,
             "fits": fits,
             "rows": rows,

@@ -13,7 +13,7 @@ prefill, plain decode and the draft model are never affected. Inside one, per Mo
 
 A truncated slot must not be computed. SGLang's GPU MoE skips id -1; its CPU MoE (`moe_forward_native`) cannot take
 -1, so on CPU a dropped slot is pointed at another in-budget expert of the token with weight 0: same output, and only
-in-budget experts run (see _redirect_dropped). B is raised to at least top_k. Substitution needs plain softmax routing (no grouped top-k, no correction bias); otherwise
+in-budget experts run (see redirect_dropped). B is raised to at least top_k. Substitution needs plain softmax routing (no grouped top-k, no correction bias); otherwise
 the layer falls back to truncation.
 """
 
@@ -168,7 +168,7 @@ def route_in_verify(
         ids, weights = apply_budget_substitution(router_logits, mask, k, renormalize=renormalize)
     else:
         ids, weights = apply_budget_truncation(topk_ids.long(), topk_weights.float(), mask, renormalize=renormalize)
-        ids = _redirect_dropped(ids, mask, probs)
+        ids = redirect_dropped(ids, mask, probs)
     topk_ids, topk_weights = ids.to(topk_ids.dtype), weights.to(topk_weights.dtype)
     scope.touched[layer_id] = _experts_mask(topk_ids, num_experts, scope.touched.get(layer_id))
     return topk_weights, topk_ids
@@ -182,7 +182,7 @@ def _layer_budget(budget: tuple[int, ...] | None, layer_id: int, num_experts: in
     return None if b >= num_experts else max(b, top_k)
 
 
-def _redirect_dropped(ids: torch.Tensor, mask: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+def redirect_dropped(ids: torch.Tensor, mask: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     """Point every out-of-budget slot (weight already 0) at an in-budget expert not yet in the token's row.
 
     Distinct ids per token matter: SGLang's CPU MoE counts tokens per expert with a scatter of ones, so a repeated

@@ -1,0 +1,38 @@
+"""bench/_routing.py's in-process routing control: the engine's expert products in place of transformers' give the
+same forward, with and without an expert budget (dropped slots redirected as the engine does add no contribution)."""
+
+import pytest
+import torch
+
+from bench._routing import engine_experts, probed_routers
+from moe_sglang.launch import DEFAULT_MODEL
+
+
+@pytest.fixture(scope="module")
+def model():
+    if not (DEFAULT_MODEL / "config.json").exists():
+        pytest.skip(f"bundled model missing at {DEFAULT_MODEL}")
+    import transformers
+
+    return transformers.AutoModelForCausalLM.from_pretrained(DEFAULT_MODEL, dtype=torch.float32).eval()
+
+
+@pytest.mark.parametrize("budget", [None, 2])
+def test_engine_experts_give_transformers_forward(model, budget):
+    ids = torch.randint(1, model.config.vocab_size, (2, 12), generator=torch.Generator().manual_seed(0))
+    with probed_routers(model) as probe, torch.no_grad():
+        probe.budget = budget
+        expected = model(ids).logits
+        dropped = probe.dropped
+        probe.redirect = True
+        with engine_experts(model) as plan:
+            got = model(ids).logits
+            assert plan.forms  # tuned on the model's own expert shapes
+            if budget is not None:
+                probe.redirect = False
+                with pytest.raises(ValueError, match="redirect"):
+                    model(ids)
+    if budget is not None:
+        assert dropped > 0  # the budget bound: the dropped-slot path ran
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    assert all(type(m).forward is m.forward.__func__ for m in model.modules() if type(m).__name__ == "MixtralExperts")
