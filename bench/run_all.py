@@ -200,9 +200,9 @@ def readme_block(folder: Path, facts: dict, command: str, plots: str) -> str:
         setup = data.get("setup", {})
         lines += [
             "",
-            f"Policies on {Path(setup.get('model', data['model'])).name} x{setup.get('inflate', 1)}, "
-            f"{data.get('repeats', 1)} interleaved rounds per cell (median; min-max in RESULTS.md), "
-            f"{data.get('max_tokens')} output tokens per request. Goals (issue 16):",
+            f"Policies on {Path(setup.get('model', data['model'])).name} x{setup.get('inflate', 1)} (measured "
+            f"{data['machine']['at']}), {data.get('repeats', 1)} interleaved rounds per cell (median; min-max in "
+            f"RESULTS.md), {data.get('max_tokens')} output tokens per request. Goals (issue 16):",
             "",
             md_table(data.get("goals", []), GOALS),
             "",
@@ -222,6 +222,7 @@ def readme_block(folder: Path, facts: dict, command: str, plots: str) -> str:
     replay = folder / "replay" / "replay.json"
     if replay.exists():
         data = json.loads(replay.read_text())
+        lines += ["", f"Trace replay (measured {data['machine']['at']}):"]
         if data.get("goals"):
             lines += ["", md_table(data["goals"], GOALS)]
         lines += ["", md_table(data["rows"], COLUMNS["replay"]), "", f"![replay]({plots}/replay.png)"]

@@ -10,7 +10,8 @@ form the runs before 2026-11-26 measured). Two sweeps per model:
 - natural: real routing of held-out text, t = 1..K+1 (what a verify step of K drafts costs);
 - forced: t = K+1 tokens routed over exactly u experts per layer, u = top_k..min(E, t·top_k) (time vs unique experts
   with the token count fixed; outputs are meaningless there, only the time is used).
-Next to them: a least-squares fit time = a + c·t + b·(L·unique) over all measured points of a model (pred_fit_ms),
+Next to them: a least-squares fit time = a + c·t + b·(L·unique), every coefficient >= 0, over all measured points of a
+model (pred_fit_ms),
 MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/cost_model.py) put in place of the measured unique experts of the
 natural sweep (pred_moesd_ms: how far uniform routing is from the real router), and the bandwidth limit = bytes of the unique experts /
 memory bandwidth of this machine (a large torch copy, read+write bytes / time).
@@ -34,6 +35,7 @@ from bench._heldout import heldout_documents
 from bench._models import MoeCheckpoint, add_setup_arguments, read_checkpoint, setup_from_args, timed_model
 from bench._routing import EXPERTS, expert_products, probed_routers
 from service.policy.cost_model import expected_experts
+from service.policy.least_squares import fit_nonnegative
 
 
 def memory_bandwidth(megabytes: int, repeats: int = 5) -> float:
@@ -116,12 +118,14 @@ def _row(ckpt: MoeCheckpoint, sweep: str, tokens: int, times: list[float], uniqu
 
 
 def add_predictions(rows: list[dict], ckpt: MoeCheckpoint, bandwidth: float) -> dict:
-    """Fit time = a + c·t + b·L·unique on this model's rows; predict each row from MoESD's N(t) and from the
+    """Fit time = a + c·t + b·L·unique on this model's rows (a, b, c >= 0); predict each row from MoESD's N(t) and from the
     measured unique experts, and give the bandwidth floor of its expert bytes."""
     mine = [r for r in rows if r["model"] == ckpt.path.name]
     x = np.array([[1.0, r["tokens"], ckpt.num_layers * r["unique_per_layer"]] for r in mine])
     y = np.array([r["time_ms"] for r in mine])
-    (a, c, b), *_ = np.linalg.lstsq(x, y, rcond=None)
+    # a fixed cost, a cost per token and one per expert cannot be negative (an unconstrained fit on the x48 copy
+    # once gave a fixed cost of -4.5 ms); ridge ~0: a plain least-squares fit under c >= 0
+    a, c, b = fit_nonnegative(zip(x.tolist(), y.tolist(), strict=True), (0.0, 0.0, 0.0), 1e-9)
     for r in mine:
         r["pred_fit_ms"] = a + c * r["tokens"] + b * ckpt.num_layers * r["unique_per_layer"]
         n_t = r["moesd_n_t"]

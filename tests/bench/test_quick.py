@@ -273,6 +273,10 @@ def test_readme_block_is_rebuilt_from_the_json(bundled_model, results):
     if policies.exists():
         for row in json.loads(policies.read_text())["summary"]:
             assert f"| {row['policy']} |" in block
+    for name in ("policies", "replay"):  # each section says when its JSON was measured (runs may differ)
+        path = results / name / f"{name}.json"
+        if path.exists():
+            assert f"measured {json.loads(path.read_text())['machine']['at']}" in block
     readme = f"intro\n{README_START}\nold numbers\n{README_END}\noutro\n"
     updated = update_readme(readme, block)
     assert "old numbers" not in updated and block in updated
