@@ -147,6 +147,7 @@ class StepTimeModel:
         self._routing: dict[int, Routing] = {}  # batch_bucket -> what its verifies measured
         self._hope = False  # `hoped`: accepted drafts at the target's own routing where no split is measured
         self._fresh_accepted: float | None = None  # `reusing`: fresh routings per accepted draft, measured
+        self._own_ratio = 1.0  # `owning`: a request's own measured / predicted on its speculative steps
         # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
         # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
         self._sizes_seen: set[int] = set()
@@ -202,6 +203,22 @@ class StepTimeModel:
         out._fresh_accepted = min(max(fresh_accepted, 0.0), 1.0)
         return out
 
+    def owning(self, ratio: float) -> StepTimeModel:
+        """This model, except that its speculative steps are priced `ratio` times what it predicts (plain steps as
+        they are): what one request's own speculative steps measured against this model's prices at batch 1, where
+        a step is that request's alone (moe_serve.py's docstring, own cost). Requests differ there by more than their
+        expert reuse prices: on the CPU engine (STANDALONE, moe-fine x48, batch 1) a code request's one-draft steps
+        took 55-60 ms, each priced at 50.4 ms, and it kept verifying one draft at p ~ 0.9, 1.08x the time a plain
+        decode of its tokens took. For predictions only: it shares this
+        model's measured rows."""
+        out = copy.copy(self)
+        out._own_ratio = ratio
+        return out
+
+    def seen_size(self, tokens: int, plain: bool) -> bool:
+        """Whether a step of this size was measured before (the first one pays one-time costs and is not fitted)."""
+        return (tokens, plain) in self._sizes_seen
+
     def verify_time(
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
     ) -> float:
@@ -255,8 +272,9 @@ class StepTimeModel:
             return 1.0 if plain is None else plain.ratio
         found = self._calibration.get(batch_bucket(requests))
         if found is None:
-            return 1.0
-        return found.ratio_for(draft_steps, None if accepted is None else accepted / (tokens - requests))
+            return self._own_ratio
+        share = None if accepted is None else accepted / (tokens - requests)
+        return found.ratio_for(draft_steps, share) * self._own_ratio
 
     def calibration_due(self) -> bool:
         """Whether a batch-size bucket has just measured enough speculative (or plain) steps to be calibrated

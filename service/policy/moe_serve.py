@@ -97,6 +97,17 @@
            per layer (1-draft verifies 40-43 ms, a plain step 24-25) and prose's none (2-draft verifies 26-28 ms),
            and priced at the split learnt from code and arithmetic, prose requests judged at p = 0.8-0.9 stayed plain
            (1.00x of no speculation's TPOT, static K = 3 0.82x).
+  own cost a speculative step of a batch of one is that request's alone, so its measured time against what the
+           policy prices it at (given the drafts its verify accepted) is the request's own: the mean log of that
+           ratio over its latest batch-1 speculative steps, priced by the current model, shrunk toward 0 by
+           n / (n + 1), scales the prices of its later
+           speculative steps at batch 1 where it is above 1 (moe_serve_observe.own_cost, StepTimeModel.owning;
+           plain steps as they are; only dearer, OWN_RATIO_BOUNDS says why).
+           Requests differ by more than their expert reuse prices and the bucket's calibration mixes them: in the
+           CPU engine's STANDALONE code cell (moe-fine x48, batch 1) one request's one-draft steps took 55-60 ms,
+           each priced 50.4 ms, and it verified one draft at p ~ 0.9 six times, 1.08x the time a plain decode of its
+           tokens took; a prose request's one-draft steps took 25-34 ms. At larger batches a step is shared and the
+           bucket's calibration stays the only one.
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -193,6 +204,8 @@ class MoeServePolicy:
         self._judged: set[str] = set()  # requests whose drafter the engine judged at least once (judging)
         self.judge_after = judge_after  # tokens a request emits before its first judgement
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
+        self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
+        self._own_memo: dict[str, tuple[int, float]] = {}  # request -> (step, its own cost ratio then)
         self._steps = 0
 
     def decide(self, batch: BatchView) -> Decision:
@@ -207,6 +220,8 @@ class MoeServePolicy:
             self._shadowed &= live
             self._judged &= live
             self._reuse = {k: v for k, v in self._reuse.items() if k in live}
+            self._own = {k: v for k, v in self._own.items() if k in live}
+            self._own_memo = {k: v for k, v in self._own_memo.items() if k in live}
         if self.warm_up and self._steps == 0:
             # nothing measured yet: the prior is a GPU's (on the CPU engine it priced a first step of 8 requests at
             # K = 2 at 31 ms; it took 325), so the first step is a plain one, which measures the machine

@@ -3,6 +3,7 @@ functions of the policy, bound as its methods."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from service.policy.types import StepStats
@@ -10,6 +11,12 @@ from service.policy.types import StepStats
 if TYPE_CHECKING:
     from service.policy.cost_model import StepTimeModel
     from service.policy.moe_serve import MoeServePolicy
+
+# what a request's own cost ratio may scale its speculative prices by (own_cost): never below 1, only dearer. A
+# cheaper-than-priced request would be priced below the bucket that calibrated it, and a speculative step under a
+# plain step's price makes drafts look free at any acceptance (seen in a unit test: steps all timed alike, p = 0,
+# the request speculated every step); the bucket's calibration already prices the requests that run cheaper
+OWN_RATIO_BOUNDS = (1.0, 1.5)
 
 # steps after which the cost model is refitted besides every `refit_every`: the prior's scale is a GPU's, so the
 # first measured steps replace it at once (a CPU step takes 5-20x what it predicts); likewise when a batch size's
@@ -31,6 +38,7 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
         if shadow.request_id in self._depth:  # a draft in hand (NGRAM), not a judgement asked for
             self.by_depth.update(depth_key(shadow.draft_depth), shadow.k, shadow.accepted)
             self._shadowed.add(shadow.request_id)
+    own_cost(self, stats)
     self.model.add(
         stats.verify_tokens,
         stats.batch_size,
@@ -49,6 +57,39 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
     warming = self.warm_up and (self._steps in WARM_UP_REFITS or self.model.calibration_due())
     if self._steps % self.refit_every == 0 or warming:
         self.model.refit()
+
+
+OWN_STEPS = 8  # a request's latest batch-1 speculative steps kept for its own cost ratio
+
+
+def own_cost(self: MoeServePolicy, stats: StepStats) -> None:
+    """Keep a batch-1 speculative step, which is its request's alone (moe_serve.py's docstring, own cost): what it
+    did (verify tokens, draft steps and tokens, the draft model's catch-up, drafts accepted) and what it took. Not
+    the first step of its size, which pays one-time costs (StepTimeModel.seen_size)."""
+    if stats.batch_size != 1 or stats.plain or stats.verify_tokens <= 1 or not stats.requests:
+        return
+    if not self.model.seen_size(stats.verify_tokens, stats.plain):
+        return
+    r = stats.requests[0]
+    measured = stats.verify_s + stats.draft_s + stats.other_s
+    step = (stats.verify_tokens, stats.draft_steps, r.k, stats.draft_backlog_tokens, r.accepted, measured)
+    self._own[r.request_id] = (*self._own.get(r.request_id, ())[-(OWN_STEPS - 1) :], step)
+
+
+def own_ratio(self: MoeServePolicy, request_id: str, model: StepTimeModel) -> float:
+    """The factor a request's speculative steps are priced by at batch 1: exp of the mean log of measured / `model`'s
+    price over its kept steps (priced now, so a refit since does not count twice), shrunk toward 1 by n / (n + 1)
+    for n steps (one step moves the price half way), within OWN_RATIO_BOUNDS; 1 where none was kept."""
+    steps = self._own.get(request_id, ())
+    logs = []
+    for tokens, draft_steps, drafts, backlog, accepted, measured in steps:
+        predicted = model.step_time(tokens, 1, draft_steps, drafts, self.expert_budget, backlog, accepted)
+        if predicted > 0 and measured > 0:
+            logs.append(math.log(measured / predicted))
+    if not logs:
+        return 1.0
+    low, high = OWN_RATIO_BOUNDS
+    return min(max(math.exp(sum(logs) / (len(logs) + 1)), low), high)
 
 
 def drafted_probs(self: MoeServePolicy, request_id: str, depth: int) -> list[float]:
@@ -70,9 +111,18 @@ def fresh_accepted(self: MoeServePolicy, reqs) -> float | None:
 
 def priced_for(self: MoeServePolicy, reqs) -> StepTimeModel:
     """The cost model every decision about these requests prices with: accepted drafts at their own expert reuse
-    (`fresh_accepted`, StepTimeModel.reusing) where any measured it, else the fitted model."""
+    (`fresh_accepted`, StepTimeModel.reusing) where any measured it, else the fitted model; a batch of one request
+    with its own cost ratio (`own_ratio`, StepTimeModel.owning; worked out once per step, the model changes only
+    when a step is observed)."""
     fresh = fresh_accepted(self, reqs)
-    return self.model if fresh is None else self.model.reusing(fresh)
+    model = self.model if fresh is None else self.model.reusing(fresh)
+    if len(reqs) == 1 and reqs[0].request_id in self._own:
+        rid = reqs[0].request_id
+        memo = self._own_memo.get(rid)
+        if memo is None or memo[0] != self._steps:
+            memo = self._own_memo[rid] = (self._steps, own_ratio(self, rid, model))
+        model = model.owning(memo[1])
+    return model
 
 
 def depth_key(depth: int) -> str:

@@ -628,3 +628,40 @@ def test_own_acceptance_follows_a_text_that_turns_predictable():
             policy.observe(replace(stats([0], [0], 0.03), shadow=(outcome,), plain=True))
         p_first[alpha] = policy.accept.get("r0")[0]
     assert p_first[0.1] < 0.45 < 0.65 < p_first[MoeServePolicy().accept.alpha]
+
+
+def test_a_request_whose_own_speculative_steps_ran_dearer_than_priced_stops_speculating():
+    """At batch 1 a speculative step is its request's alone: where a request's own steps took longer than the model
+    prices them (a code request's one-draft verifies on the CPU engine: 55-60 ms, priced 50.4), its later ones are
+    priced at its own ratio, so it stops speculating while a request with the same acceptance and reuse that has
+    no such history still does; a request whose steps ran cheaper is priced as the bucket (the ratio is >= 1)."""
+    from service.policy.moe_serve_observe import own_ratio
+
+    policy = fresh_accepted_steps()
+    for prefix in ("a", "b", "c"):
+        for _ in range(3):
+            step = replace(stats([0], [0], 0.025 / 0.9, unique=(4,) * 4), plain=True, draft_steps=0)
+            policy.observe(replace(step, requests=(RequestStepStats(f"{prefix}0", 0, 0, 1.0),)))
+    assert all(policy.decide(batch(1, max_k=3, prefix=p)).requests[0].k > 0 for p in ("a", "b", "c"))
+    for _ in range(3):
+        policy.observe(replace(stats([1], [1], 0.2, prefix="a", unique=(4,) * 4), draft_s=0.005))
+        policy.observe(replace(stats([1], [1], 0.001, prefix="c", unique=(4,) * 4), draft_s=0.0))
+    policy.accept = AcceptanceTracker(policy.k_max, prior=0.75)  # the same acceptance for all three
+    assert own_ratio(policy, "a0", policy.model) > 1.2
+    assert own_ratio(policy, "c0", policy.model) == 1.0
+    assert policy.decide(batch(1, max_k=3, prefix="a")).requests[0].k == 0
+    assert policy.decide(batch(1, max_k=3, prefix="b")).requests[0].k > 0
+    assert policy.decide(batch(1, max_k=3, prefix="c")).requests[0].k > 0
+
+
+def test_own_cost_keeps_batch_one_speculative_steps_only():
+    """Plain steps, batches of more than one request and the first step of a size (one-time costs) teach nothing
+    about one request's own cost."""
+    policy = fresh_accepted_steps()
+    policy._own.clear()
+    policy.observe(replace(stats([0], [0], 0.2, prefix="a"), plain=True, draft_steps=0))
+    policy.observe(stats([1, 1], [1, 1], 0.2, prefix="a"))
+    policy.observe(stats([7], [7], 0.2, prefix="a"))  # 8 verify tokens: a size the fit has not seen
+    assert policy._own == {}
+    policy.observe(stats([7], [7], 0.2, prefix="a"))
+    assert list(policy._own) == ["a0"]
