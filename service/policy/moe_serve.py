@@ -76,10 +76,14 @@
   judging  where the engine can judge a drafter without a verify (BatchView.judging: moe-serve's STANDALONE runs its
            draft model over the request's committed tokens and compares each prediction with the token the target
            emitted, moe_sglang/draft_model.py), a request planned before drafting is never probed: once it has
-           emitted `judge_after` tokens it is judged (Decision.judge), the outcomes come back as StepStats.shadow and
-           set its own acceptance, and while it stays at K = 0 it is judged again after `judge_after` steps, then
-           after twice as many each time, where speculating could pay at an optimistic bound on what it measured
-           (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps
+           emitted `judge_after` tokens it is judged (Decision.judge) where the judgement could pay for itself
+           (`judgements_pay`: the draft model's catch-up over its context, which the whole batch waits for, against
+           what speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements
+           due in a step run together or wait for the back-off interval), the outcomes come back as
+           StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged again after
+           `judge_after` steps, then after twice as many each time, where speculating could pay at an optimistic
+           bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at
+           the probes' 16 steps
            a prose request whose first 4 tokens matched the draft half the time waited half its 32 tokens before
            the judgement that found 0.9). With `judged_first` it does not speculate before its first judgement, for
            the reason given for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at
@@ -119,7 +123,13 @@ from service.policy.base import plan
 from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
 from service.policy.moe_serve_observe import drafted_probs, observe, priced_for
-from service.policy.moe_serve_probe import judge_due, probe_breaks_slo, probes_pay, rejudging_could_pay
+from service.policy.moe_serve_probe import (
+    judge_due,
+    judgements_pay,
+    probe_breaks_slo,
+    probes_pay,
+    rejudging_could_pay,
+)
 from service.policy.moe_serve_terms import amortized, chain, life_cap, sort_key
 from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
@@ -201,7 +211,8 @@ class MoeServePolicy:
         self._probing: set[str] = set()  # requests whose K this step is a probe
         self._carried = probe_every  # probe interval a new request starts from once the prior is learnt
         self._shadowed: set[str] = set()  # requests whose acceptance the engine measures from drafts in hand
-        self._judged: set[str] = set()  # requests whose drafter the engine judged at least once (judging)
+        self._judged: set[str] = set()  # requests whose first judgement came due (judged, or declined: _unjudged)
+        self._unjudged: set[str] = set()  # requests whose first judgement was due and did not pay (judgements_pay)
         self.judge_after = judge_after  # tokens a request emits before its first judgement
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
@@ -219,6 +230,7 @@ class MoeServePolicy:
             self._depth = {k: v for k, v in self._depth.items() if k in live}
             self._shadowed &= live
             self._judged &= live
+            self._unjudged &= live
             self._reuse = {k: v for k, v in self._reuse.items() if k in live}
             self._own = {k: v for k, v in self._own.items() if k in live}
             self._own_memo = {k: v for k, v in self._own_memo.items() if k in live}
@@ -245,6 +257,7 @@ class MoeServePolicy:
         self._probing = set()
         starting: list[int] = []  # requests whose probe phase is due to start this step (decided jointly below)
         judge: set[str] = set()  # requests whose drafter the engine judges without a verify (judging)
+        first_due: list[int] = []  # requests whose first judgement is due this step (judgements_pay)
         for i, r in enumerate(reqs):
             rid = r.request_id
             new = rid not in self._interval
@@ -259,9 +272,11 @@ class MoeServePolicy:
             if rid in self._shadowed:
                 continue  # its acceptance is measured without drafting for it: no probe
             if judged:
-                first = rid not in self._judged
+                first = rid not in self._judged or rid in self._unjudged
                 due = caps[i] > 0 and self._judge_due(rid, r.tokens_so_far, interval)
-                if due and (first or self._rejudging_could_pay(i, probs, caps, batch)):
+                if due and first:
+                    first_due.append(i)  # judged together or not at all, below
+                elif due and self._rejudging_could_pay(i, probs, caps, batch):
                     judge.add(rid)
                 continue
             left = self._probe_left.get(rid, 0)
@@ -283,6 +298,15 @@ class MoeServePolicy:
             ks[i] = min(self.probe_k, caps[i])
             self._probe_left[rid] = left - 1
             self._probing.add(rid)
+        # first judgements due this step run together (one draft forward) where they could pay, else they wait for
+        # the back-off interval and are weighed again then
+        if first_due:
+            rids = {reqs[i].request_id for i in first_due}
+            if self._judgements_pay(first_due, ks, probs, caps, batch):
+                judge |= rids
+                self._unjudged -= rids
+            else:
+                self._unjudged |= rids
         # the probes due this step start together or not at all (the back-off goes on): drafting is batch-wide, so
         # what one probe costs and what speculating could return depend on who else drafts
         if starting and self._probes_pay(starting, ks, probs, caps, batch):
@@ -300,6 +324,7 @@ class MoeServePolicy:
     _probe_breaks_slo = probe_breaks_slo
     _probes_pay = probes_pay
     _judge_due = judge_due
+    _judgements_pay = judgements_pay
     _rejudging_could_pay = rejudging_could_pay
 
     @staticmethod

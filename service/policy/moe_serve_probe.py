@@ -1,5 +1,6 @@
 """moe-serve's probe gate (moe_serve.py's docstring, probing): whether the probes due in a step pay for themselves, and
-whether they would push the batch over its TPOT target; and when a request's drafter is judged instead (judging).
+whether they would push the batch over its TPOT target; and when a request's drafter is judged instead (judging),
+first judgements gated the same way (judgements_pay).
 Methods of MoeServePolicy, kept apart by idea."""
 
 from __future__ import annotations
@@ -61,11 +62,24 @@ def probes_pay(
     cost = self._objective(trial, self._chains(probs, trial), whole, True, batch, amortize=False)[1]
     base_chains = self._chains(probs, ks)
     base = self._objective(ks, base_chains, whole, True, batch, amortize=False)[1]
+    return cost - base <= hoped_gain(self, group, ks, probs, caps, batch)
+
+
+def hoped_gain(
+    self: MoeServePolicy, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
+) -> float:
+    """What speculating would save over the remaining tokens of `group` (batch indices, every tokens_left known) were
+    their drafts accepted at the hoped-for rate `probe_hope`, the draft model caught up with them: J per step at
+    the best depth d <= probe_k against J(ks), priced by the cost model with accepted drafts at the target's own
+    routing until measured (StepTimeModel.hoped), times tokens_left / e steps (probes_pay, judgements_pay)."""
+    reqs = batch.requests
+    k = min(self.probe_k, batch.max_k)
+    whole = float("inf")
     members = set(group)
-    paid = replace(  # after the probe the draft model has caught up with the group
+    paid = replace(  # after the probe or judgement the draft model has caught up with the group
         batch, requests=tuple(replace(r, draft_backlog=0) if i in members else r for i, r in enumerate(reqs))
     )
-    now = self._objective(ks, base_chains, whole, True, paid)[1]
+    now = self._objective(ks, self._chains(probs, ks), whole, True, paid)[1]
     hoped_model = self._priced_for(reqs).hoped()  # accepted drafts at the target's own routing until measured
     gain = 0.0
     for depth in range(1, k + 1):
@@ -78,7 +92,29 @@ def probes_pay(
         e = 1.0 + sum(chain(hoped[group[0]], spec[group[0]]))
         steps = sum(reqs[i].tokens_left for i in group) / len(group) / e
         gain = max(gain, (now - after) * steps)
-    return cost - base <= gain
+    return gain
+
+
+def judgements_pay(
+    self: MoeServePolicy, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
+) -> bool:
+    """Whether the first judgements due this step (`group`, batch indices) could pay for themselves (moe_serve.py's
+    docstring, judging): their cost is one draft forward over what the draft cache lacks of their contexts (prompt
+    and tokens so far, StepTimeModel's per-draft-step and per-catch-up-token costs), which every request of the
+    batch waits for (J grows by that time per request), against `hoped_gain`, what speculating would save were
+    their drafts accepted at `probe_hope`. A judgement only informs: where speculation could not pay even at that
+    rate (a large batch whose verifies cost more than hoped drafts return, or a long prompt before a short
+    answer), it is pure cost; in the CPU engine's STANDALONE replay (moe-fine x48, 10 requests of 226-token
+    prompts and 24-token answers decoding together) moe-serve's TPOT read 1.13x of the plain synchronous engine's
+    where no static K paid (static-3 1.25x), each request's first judgement running the draft model over its
+    ~230-token context. Unknown remaining lengths: judged (nothing to weigh)."""
+    reqs = batch.requests
+    if any(reqs[i].tokens_left is None for i in group):
+        return True
+    c = self.model.coef
+    catch_up = sum(reqs[i].draft_backlog + 1 for i in group)  # the root included
+    cost = (c.per_draft_step + c.per_backlog_token * catch_up) * len(reqs)
+    return cost <= hoped_gain(self, group, ks, probs, caps, batch)
 
 
 def rejudging_could_pay(

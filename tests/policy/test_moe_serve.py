@@ -665,3 +665,23 @@ def test_own_cost_keeps_batch_one_speculative_steps_only():
     assert policy._own == {}
     policy.observe(stats([7], [7], 0.2, prefix="a"))
     assert list(policy._own) == ["a0"]
+
+
+@pytest.mark.parametrize(("tokens_left", "judged"), [(4, False), (64, True)])
+def test_a_first_judgement_is_made_only_where_speculating_could_repay_it(tokens_left, judged):
+    """A first judgement runs the draft model over the request's whole context, and the batch waits for it: it is
+    made where speculating at the hoped-for acceptance could save more over the request's remaining tokens (a long
+    prompt before a short answer: not). One that did not pay is weighed the same way when the back-off interval
+    comes round, not by the rejudging bound (nothing was measured)."""
+    policy = cpu_like(0.9)
+
+    def view(left):
+        base = judged_batch(policy.judge_after)
+        return replace(base, requests=tuple(replace(r, tokens_left=left, draft_backlog=230) for r in base.requests))
+
+    d = policy.decide(view(tokens_left))
+    assert bool(d.judge) == judged and [r.k for r in d.requests] == [0, 0]
+    if judged:
+        return
+    later = [policy.decide(view(64)).judge for _ in range(policy.judge_after)]
+    assert later[:-1] == [frozenset()] * (policy.judge_after - 1) and later[-1] == {"r0", "r1"}
