@@ -5,11 +5,12 @@ Measured in-process with transformers' Mixtral (fp32) and the torch reference bu
 (service/kernels/moe_ref.py via bench/_routing.py), not through the engine: the engine applies the same functions
 (moe_sglang/expert_budget.py) but cannot report a loss. The expert products are the CPU engine's (`--experts
 engine`, the default; a truncated slot then points at an in-budget expert with weight 0, as the engine's does) or
-transformers' own (`--experts transformers`, which skips a truncated slot; the runs before 2026-11-26). A verify step is emulated as one forward of K+1 held-out
-tokens after a cached prefix (all drafts correct, as teacher forcing): its time (best of repeats; on the bundled
-model and its inflated, memory-bound variant), its argmax at each position against the unbudgeted forward's (greedy
-agreement, i.e. would verification accept the same token), and the cross-entropy of the true next tokens (held-out
-loss, nats/token) on the bundled model (inflation preserves the function, so quality is the same on both).
+transformers' own (`--experts transformers`, which skips a truncated slot; the runs before 2026-11-26). A verify
+step is emulated as one forward of K+1 held-out tokens after a cached prefix (all drafts correct, as teacher
+forcing): its time (best of repeats; on the bundled model and its inflated, memory-bound variant), its argmax at each
+position against the unbudgeted forward's (greedy agreement, i.e. would verification accept the same token), and the
+cross-entropy of the true next tokens (held-out loss, nats/token) on the bundled model (inflation preserves the
+function, so quality is the same on both).
 
 At batch b (`--batches`, default 1 and 8) b windows verify together in one forward of b x VERIFY_TOKENS tokens, and
 the budget keeps the top-B experts by router mass over all of them, as the engine applies it to a batch's verify
