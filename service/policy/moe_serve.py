@@ -75,24 +75,22 @@
            is rectangular the probe sets the batch's width, so every request drafts to it (no extra verify work).
   judging  where the engine can judge a drafter without a verify (BatchView.judging: moe-serve's STANDALONE runs its
            draft model over the request's committed tokens and compares each prediction with the token the target
-           emitted, moe_sglang/draft_model.py), a request planned before drafting is never probed: once it has
-           emitted `judge_after` tokens it is judged (Decision.judge) where the judgement could pay for itself
-           (`judgements_pay`: the draft model's catch-up over its context, which the whole batch waits for, against
-           what speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements
-           due in a step run together or wait for the back-off interval), the outcomes come back as
-           StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged again after
-           `judge_after` steps, then after twice as many each time, where speculating could pay at an optimistic
-           bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at
-           the probes' 16 steps
-           a prose request whose first 4 tokens matched the draft half the time waited half its 32 tokens before
-           the judgement that found 0.9). With `judged_first` it does not speculate before its first judgement, for
-           the reason given for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at
-           once on the acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of none's TPOT
-           where the judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft cache
-           lacks (which it then holds, so speculation that follows has no catch-up) and no verify: in the CPU
-           engine's STANDALONE cells
-           a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine
-           x48: every request probed once and never speculated after, 1.10-1.13x of none's TPOT).
+           emitted, moe_sglang/draft_model.py), a request planned before drafting is never probed: once it has emitted
+           `judge_after` tokens it is judged (Decision.judge) where the judgement could pay for itself
+           (`judgements_pay`: the draft model's catch-up over its context, which the whole batch waits for, against what
+           speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements due in a
+           step run together or wait for the back-off interval), the outcomes come back as StepStats.shadow and set its
+           own acceptance, and while it stays at K = 0 it is judged again after `judge_after` steps, then after twice as
+           many each time, where speculating could pay at an optimistic bound on what it measured
+           (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps a prose
+           request whose first 4 tokens matched the draft half the time waited half its 32 tokens before the judgement
+           that found 0.9). With `judged_first` it does not speculate before its first judgement, for the reason given
+           for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at once on the
+           acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of none's TPOT where the judged
+           ones read 0.91-0.97x). A judgement costs one draft forward over what the draft cache lacks (which it then
+           holds, so speculation that follows has no catch-up) and no verify: in the CPU engine's STANDALONE cells a
+           probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine x48:
+           every request probed once and never speculated after, 1.10-1.13x of none's TPOT).
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
@@ -101,17 +99,16 @@
            per layer (1-draft verifies 40-43 ms, a plain step 24-25) and prose's none (2-draft verifies 26-28 ms),
            and priced at the split learnt from code and arithmetic, prose requests judged at p = 0.8-0.9 stayed plain
            (1.00x of no speculation's TPOT, static K = 3 0.82x).
-  own cost a speculative step of a batch of one is that request's alone, so its measured time against what the
-           policy prices it at (given the drafts its verify accepted) is the request's own: the mean log of that
-           ratio over its latest batch-1 speculative steps, priced by the current model, shrunk toward 0 by
-           n / (n + 1), scales the prices of its later
-           speculative steps at batch 1 where it is above 1 (moe_serve_observe.own_cost, StepTimeModel.owning;
-           plain steps as they are; only dearer, OWN_RATIO_BOUNDS says why).
-           Requests differ by more than their expert reuse prices and the bucket's calibration mixes them: in the
-           CPU engine's STANDALONE code cell (moe-fine x48, batch 1) one request's one-draft steps took 55-60 ms,
-           each priced 50.4 ms, and it verified one draft at p ~ 0.9 six times, 1.08x the time a plain decode of its
-           tokens took; a prose request's one-draft steps took 25-34 ms. At larger batches a step is shared and the
-           bucket's calibration stays the only one.
+  own cost a speculative step of a batch of one is that request's alone, so its measured time against what the policy
+           prices it at (given the drafts its verify accepted) is the request's own: the mean log of that ratio over its
+           latest batch-1 speculative steps, priced by the current model, shrunk toward 0 by n / (n + 1), scales the
+           prices of its later speculative steps at batch 1 where it is above 1 (moe_serve_observe.own_cost,
+           StepTimeModel.owning; plain steps as they are; only dearer, OWN_RATIO_BOUNDS says why). Requests differ by
+           more than their expert reuse prices and the bucket's calibration mixes them: in the CPU engine's STANDALONE
+           code cell (moe-fine x48, batch 1) one request's one-draft steps took 55-60 ms, each priced 50.4 ms, and it
+           verified one draft at p ~ 0.9 six times, 1.08x the time a plain decode of its tokens took; a prose request's
+           one-draft steps took 25-34 ms. At larger batches a step is shared and the bucket's calibration stays the only
+           one.
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
