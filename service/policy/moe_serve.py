@@ -79,18 +79,19 @@
            `judge_after` tokens it is judged (Decision.judge) where the judgement could pay for itself
            (`judgements_pay`: the draft model's catch-up over its context, which the whole batch waits for, against what
            speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements due in a
-           step run together or wait for the back-off interval), the outcomes come back as StepStats.shadow and set its
-           own acceptance, and while it stays at K = 0 it is judged again after `judge_after` steps, then after twice as
-           many each time, where speculating could pay at an optimistic bound on what it measured
-           (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps a prose
-           request whose first 4 tokens matched the draft half the time waited half its 32 tokens before the judgement
-           that found 0.9). With `judged_first` it does not speculate before its first judgement, for the reason given
-           for drafts in hand (in a scratch cell, the second code request at batch 1 speculated at once on the
-           acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of none's TPOT where the judged
-           ones read 0.91-0.97x). A judgement costs one draft forward over what the draft cache lacks (which it then
-           holds, so speculation that follows has no catch-up) and no verify: in the CPU engine's STANDALONE cells a
-           probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine x48:
-           every request probed once and never speculated after, 1.10-1.13x of none's TPOT).
+           step run together or wait for the back-off interval; `judge_gate` off: judged once due), the outcomes come
+           back as StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged again after
+           `judge_after` steps, then after twice as many each time, where speculating could pay at an optimistic bound
+           on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the
+           probes' 16 steps a prose request whose first 4 tokens matched the draft half the time waited half its 32
+           tokens before the judgement that found 0.9). With `judged_first` it does not speculate before its first
+           judgement, for the reason given for drafts in hand (in a scratch cell, the second code request at batch 1
+           speculated at once on the acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of
+           none's TPOT where the judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft
+           cache lacks (which it then holds, so speculation that follows has no catch-up) and no verify: in the CPU
+           engine's STANDALONE cells a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT
+           (scratch cell, moe-fine x48: every request probed once and never speculated after, 1.10-1.13x of none's
+           TPOT).
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
@@ -170,6 +171,7 @@ class MoeServePolicy:
         warm_up: bool = True,
         probe_hope: float = 0.8,
         judge_after: int = 4,
+        judge_gate: bool = True,
     ) -> None:
         if (
             k_max < 0
@@ -211,6 +213,9 @@ class MoeServePolicy:
         self._judged: set[str] = set()  # requests whose first judgement came due (judged, or declined: _unjudged)
         self._unjudged: set[str] = set()  # requests whose first judgement was due and did not pay (judgements_pay)
         self.judge_after = judge_after  # tokens a request emits before its first judgement
+        # first judgements only where they could pay (judgements_pay); off: every request is judged once due, its
+        # acceptance measured whatever that costs (acceptance statistics on an engine where speculation cannot pay)
+        self.judge_gate = judge_gate
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
         self._own_memo: dict[str, tuple[int, float]] = {}  # request -> (step, its own cost ratio then)
@@ -299,7 +304,7 @@ class MoeServePolicy:
         # the back-off interval and are weighed again then
         if first_due:
             rids = {reqs[i].request_id for i in first_due}
-            if self._judgements_pay(first_due, ks, probs, caps, batch):
+            if not self.judge_gate or self._judgements_pay(first_due, ks, probs, caps, batch):
                 judge |= rids
                 self._unjudged -= rids
             else:

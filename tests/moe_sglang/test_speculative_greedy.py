@@ -91,10 +91,11 @@ def test_standalone_judges_its_draft_model_without_a_verify(draft, accepting, pl
     (a verify of 3 drafts), each request has its draft model judged without a verify once it has emitted a few
     tokens (draft_model.py, judging). The self-draft predicts the target's own tokens, so every judged position is
     accepted (a prediction compared one position out of step would not be); a draft with other weights is rejected.
-    Output is plain decoding's either way."""
+    Output is plain decoding's either way. The judgement gate is off: on the tiny models a STANDALONE step is fixed
+    cost and speculation cannot repay a judgement (judgements_pay), which would leave nothing judged to check."""
     spec = dict(SPEC_CASES["standalone-chain"], draft_model_path=str(tiny_models[draft]))
     config = engine_config(tiny_models["mixtral-echo"], **spec)
-    params = '{"moe-serve": {"acceptance_prior": 0.0}}'
+    params = '{"moe-serve": {"acceptance_prior": 0.0, "judge_gate": false}}'
     url = engine_pool.url(replace(config, settings=replace(config.settings, policy_params_json=params)))
     judged = accepted = 0
     for prompt in ACCEPTING:

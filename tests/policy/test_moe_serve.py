@@ -685,3 +685,6 @@ def test_a_first_judgement_is_made_only_where_speculating_could_repay_it(tokens_
         return
     later = [policy.decide(view(64)).judge for _ in range(policy.judge_after)]
     assert later[:-1] == [frozenset()] * (policy.judge_after - 1) and later[-1] == {"r0", "r1"}
+    ungated = cpu_like(0.9)
+    ungated.judge_gate = False  # every request judged once due, whatever it costs
+    assert ungated.decide(view(tokens_left)).judge == {"r0", "r1"}
