@@ -47,17 +47,24 @@ class RoutingProbe:
 def probed_routers(model: torch.nn.Module) -> Iterator[RoutingProbe]:
     """Patch every Mixtral router of `model` for the duration of the block."""
     probe = RoutingProbe()
-    routers = [m for m in model.modules() if type(m).__name__ == "MixtralTopKRouter"]
-    if not routers:
-        raise ValueError(f"{type(model).__name__} has no Mixtral routers")
-    originals = [r.forward for r in routers]
-    for router in routers:
-        router.forward = _routed(router, probe)
-    try:
+    with _patched(model, "MixtralTopKRouter", lambda router: _routed(router, probe)):
         yield probe
+
+
+@contextlib.contextmanager
+def _patched(model: torch.nn.Module, kind: str, make) -> Iterator[None]:
+    """Every module of class `kind` in `model` runs `make(module)` as its forward for the duration of the block."""
+    modules = [m for m in model.modules() if type(m).__name__ == kind]
+    if not modules:
+        raise ValueError(f"{type(model).__name__} has no {kind} modules")
+    originals = [m.forward for m in modules]
+    for module in modules:
+        module.forward = make(module)
+    try:
+        yield
     finally:
-        for router, forward in zip(routers, originals, strict=True):
-            router.forward = forward
+        for module, forward in zip(modules, originals, strict=True):
+            module.forward = forward
 
 
 EXPERTS = ("engine", "transformers")  # whose expert products a bench's forwards run
@@ -85,18 +92,12 @@ def engine_experts(model: torch.nn.Module) -> Iterator[GemmPlan]:
     """Run every Mixtral expert block of `model` with the CPU engine's expert products for the duration of the block:
     a `GemmPlan` tuned here on the model's own weights (every form per row count, as the engine's first forward
     does). Like the engine's MoE it cannot skip a slot: under a truncating budget set `RoutingProbe.redirect`."""
-    blocks = [m for m in model.modules() if type(m).__name__ == "MixtralExperts"]
-    if not blocks:
-        raise ValueError(f"{type(model).__name__} has no Mixtral expert blocks")
-    plan = GemmPlan().tune([w for b in blocks[:1] for w in (b.gate_up_proj.detach(), b.down_proj.detach())])
-    originals = [b.forward for b in blocks]
-    for block in blocks:
-        block.forward = _planned(block, plan)
-    try:
+    block = next((m for m in model.modules() if type(m).__name__ == "MixtralExperts"), None)
+    if block is None:
+        raise ValueError(f"{type(model).__name__} has no MixtralExperts modules")
+    plan = GemmPlan().tune([block.gate_up_proj.detach(), block.down_proj.detach()])  # every layer: one shape
+    with _patched(model, "MixtralExperts", lambda experts: _planned(experts, plan)):
         yield plan
-    finally:
-        for block, forward in zip(blocks, originals, strict=True):
-            block.forward = forward
 
 
 def _planned(block, plan: GemmPlan):
