@@ -50,7 +50,7 @@ from bench._gpu_moe import (
 )
 from service.kernels import int4, moe_ref
 from service.kernels.triton.expert_blocks import sort_slots_by_expert
-from service.policy.cost_model import expected_experts
+from service.policy.moesd import expected_experts
 
 SAVING_GOAL = 0.30  # budget B = E/2 must save this share of the layer's time at T >= 16 (OLMoE-like shapes)
 LIMIT_GOAL = 1.5  # kernel time / bandwidth limit allowed at T <= 8

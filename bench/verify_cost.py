@@ -34,8 +34,8 @@ from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import heldout_documents
 from bench._models import MoeCheckpoint, add_setup_arguments, read_checkpoint, setup_from_args, timed_model
 from bench._routing import EXPERTS, expert_products, probed_routers
-from service.policy.cost_model import expected_experts
 from service.policy.least_squares import fit_nonnegative
+from service.policy.moesd import expected_experts
 
 
 def memory_bandwidth(megabytes: int, repeats: int = 5) -> float:

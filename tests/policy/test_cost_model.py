@@ -5,17 +5,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.policy.cost_model import (
-    MoeShape,
-    StepCoefficients,
-    StepTimeModel,
-    expected_experts,
-    routing_events,
-    saturation_tokens,
-    speedup,
-    target_efficiency,
-)
+from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.expert_routing import SplitAffinity
+from service.policy.moesd import expected_experts, routing_events, saturation_tokens, speedup, target_efficiency
 
 
 @pytest.mark.parametrize(
