@@ -12,7 +12,7 @@ form the runs before 2026-11-26 measured). Two sweeps per model:
   with the token count fixed; outputs are meaningless there, only the time is used).
 Next to them: a least-squares fit time = a + c·t + b·(L·unique), every coefficient >= 0, over all measured points of a
 model (pred_fit_ms),
-MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/cost_model.py) put in place of the measured unique experts of the
+MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/moesd.py) put in place of the measured unique experts of the
 natural sweep (pred_moesd_ms: how far uniform routing is from the real router), and the bandwidth limit = bytes of the unique experts /
 memory bandwidth of this machine (a large torch copy, read+write bytes / time).
 
