@@ -543,6 +543,25 @@ def test_a_gain_within_the_cost_models_error_is_not_bet_on(monkeypatch, error, s
     assert (ks[0] > 0) == speculates
 
 
+def test_drafts_that_cannot_be_accepted_are_never_bet_on(monkeypatch):
+    """A draft accepted with probability 0 only adds time, whatever the prices say: calibrated prices of plain and
+    speculative steps come from different steps (on the CPU engine a burst of load on the plain steps priced them
+    ~15 % dearer than the steps after it were), and here a one-draft step is priced 2 % under a plain one, beyond the 1 %
+    margin. Requests not judged yet (judged_first: p = 0) stay plain; one judged at p > 0 may speculate."""
+    policy = cpu_like(0.9)
+
+    def step_time(tokens, requests, draft_steps, draft_tokens, budget=None, backlog=0.0, accepted=None):
+        return 0.020 if tokens <= requests else 0.0196
+
+    monkeypatch.setattr(policy.model, "step_time", step_time)
+    policy.judge_gate = False
+    unjudged = policy.decide(judged_batch(policy.judge_after - 1))
+    assert [r.k for r in unjudged.requests] == [0, 0] and not unjudged.judge
+    policy.accept.update("r0", 3, 3)  # r0's judgement found its drafts accepted
+    judged = policy.decide(judged_batch(policy.judge_after - 1))
+    assert judged.requests[0].k > 0
+
+
 def test_a_draft_depth_the_model_has_not_measured_carries_no_margin(monkeypatch):
     """The margin is the error measured on steps of the same draft depth (StepTimeModel.error): a depth the policy
     never ran has no measured error, so its first bets are made (at batch 1 on the CPU engine moe-serve ran one-
