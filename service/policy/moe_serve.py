@@ -239,8 +239,8 @@ class MoeServePolicy:
         # unjudged, or judged at p = 0): no pricing needed. A draft accepted with probability 0 only adds time, though
         # calibrated prices can put a one-draft step under a plain one: the two are calibrated on different steps (in a
         # STANDALONE code cell on the CPU engine, moe-fine x48 at batch 1, plain steps were priced 26.4 ms after a
-        # burst of load, for 22-23 ms measured once it had passed); and pricing every K takes ~0.1 ms a step at batch
-        # 1 (decide() timed alone), ~0.4 % of a plain step there
+        # burst of load, for 22-23 ms measured once it had passed); and pricing every K took ~0.06 ms of the 0.066 ms
+        # decide() of an unjudged request at batch 1 (scratch timing of decide() alone, best of 5)
         chosen = [0] * len(caps)
         if any(c > 0 and p[0] > 0.0 for p, c in zip(probs, caps, strict=True)):
             chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)

@@ -57,7 +57,7 @@ def allocate(
     is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins); without it
     (trim), the drafts exist already and one pass starts from caps."""
     model = model or (self.model if layout is None else self._priced_for(layout.requests))
-    chains = [chain(p, c) for p, c in zip(probs, caps, strict=True)]
+    chains = chains_of(probs, caps)
     backlogs = [0.0] * len(chains) if layout is None else amortized(layout.requests, chains)
     best_ks = zero = [0] * len(chains)
     best = plain = self._objective(zero, chains, cap_s, drafting, layout, model=model)

@@ -554,7 +554,6 @@ def test_drafts_that_cannot_be_accepted_are_never_bet_on(monkeypatch):
         return 0.020 if tokens <= requests else 0.0196
 
     monkeypatch.setattr(policy.model, "step_time", step_time)
-    policy.judge_gate = False
     unjudged = policy.decide(judged_batch(policy.judge_after - 1))
     assert [r.k for r in unjudged.requests] == [0, 0] and not unjudged.judge
     policy.accept.update("r0", 3, 3)  # r0's judgement found its drafts accepted
