@@ -33,10 +33,12 @@ GEMM time) / profiled step time; `inflate_for_share` is the expert-size factor t
                                  [--variants batched,batched+linear] [--verify-k 3] [--draft-model PATH] [--quick]
                                  [--out DIR]
 
-A variant is an engine's CPU attention (`batched` | `loop`, EngineSettings.cpu_attention) and, after `+`, its
-expert products (`tuned` | `torch` | `linear`, EngineSettings.cpu_gemm; default tuned): `fused,fused+torch` compares
-the tuned expert products with and without the stream kernel (moe_sglang/cpu_moe.py), `fused,fused+linear` with
-SGLang's `F.linear`.
+A variant is an engine's CPU attention (`fused` | `batched` | `loop`, EngineSettings.cpu_attention) and, each after
+a `+`, its expert products (`tuned` | `torch` | `linear`, EngineSettings.cpu_gemm; default tuned) and its draft
+model's forward (`direct` | `sglang`, EngineSettings.draft_forward; default direct): `fused,fused+torch` compares the
+tuned expert products with and without the stream kernel (moe_sglang/cpu_moe.py), `fused,fused+linear` with
+SGLang's `F.linear`, `fused,fused+sglang` the draft's direct forward (moe_sglang/draft_forward.py) with SGLang's
+runner.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from bench.policies import as_token_ids
 from bench.verify_cost import memory_bandwidth
 from moe_sglang.launch import EngineConfig, SpeculationConfig
 from moe_sglang.server import running_engine
-from moe_sglang.settings import CPU_ATTENTION, CPU_GEMM, EngineSettings
+from moe_sglang.settings import CPU_ATTENTION, CPU_GEMM, DRAFT_FORWARD, EngineSettings
 from service.models.inflate import factor_for_weight_share
 
 WEIGHT_SHARE_GOAL = 0.7
@@ -74,11 +76,22 @@ WEIGHT_SHARE_GOAL = 0.7
 
 def variant_settings(variant: str) -> EngineSettings:
     """A variant: an EngineSettings.cpu_attention value, with `+GEMM` for expert products other than the tuned ones
-    (EngineSettings.cpu_gemm), e.g. `fused+torch` or `batched+linear`."""
-    attention, _, gemm = variant.partition("+")
-    if attention not in CPU_ATTENTION or gemm not in ("", *CPU_GEMM):
-        raise SystemExit(f"variant {variant!r}: ATTENTION[+GEMM], ATTENTION of {CPU_ATTENTION}, GEMM of {CPU_GEMM}")
-    return EngineSettings(cpu_attention=attention, cpu_gemm=gemm or "tuned")
+    (EngineSettings.cpu_gemm) and `+DRAFT` for a draft forward other than the direct one (EngineSettings.draft_forward),
+    e.g. `fused+torch`, `batched+linear` or `fused+sglang`."""
+    attention, *rest = variant.split("+")
+    gemms = [x for x in rest if x in CPU_GEMM]
+    drafts = [x for x in rest if x in DRAFT_FORWARD]
+    if attention not in CPU_ATTENTION or len(gemms) > 1 or len(drafts) > 1 or len(gemms) + len(drafts) != len(rest):
+        raise SystemExit(
+            f"variant {variant!r}: ATTENTION[+GEMM][+DRAFT], ATTENTION of {CPU_ATTENTION}, GEMM of {CPU_GEMM}, "
+            f"DRAFT of {DRAFT_FORWARD}"
+        )
+    defaults = EngineSettings()
+    return EngineSettings(
+        cpu_attention=attention,
+        cpu_gemm=gemms[0] if gemms else defaults.cpu_gemm,
+        draft_forward=drafts[0] if drafts else defaults.draft_forward,
+    )
 
 
 def engine_config(
@@ -249,8 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         default="batched",
-        help=f"comma-separated engine variants, one engine each: ATTENTION[+GEMM] (cpu_attention of {CPU_ATTENTION}, "
-        f"cpu_gemm of {CPU_GEMM}, default tuned), e.g. batched,batched+linear",
+        help=f"comma-separated engine variants, one engine each: ATTENTION[+GEMM][+DRAFT] (cpu_attention of "
+        f"{CPU_ATTENTION}, cpu_gemm of {CPU_GEMM}, default tuned; draft_forward of {DRAFT_FORWARD}, default direct), "
+        "e.g. batched,batched+linear or fused,fused+sglang",
     )
     parser.add_argument("--verify-k", type=int, default=3, help="drafts per request of the verify stage (0: none)")
     parser.add_argument("--draft-model", type=Path, default=None, help="its STANDALONE draft (default: the model's)")

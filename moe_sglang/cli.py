@@ -6,7 +6,7 @@ import argparse
 import os
 
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, SPEC_ALGORITHMS, EngineConfig, SpeculationConfig
-from moe_sglang.settings import BUDGET_MODES, CPU_ATTENTION, CPU_GEMM, VERIFY_LAYOUTS, EngineSettings
+from moe_sglang.settings import BUDGET_MODES, CPU_ATTENTION, CPU_GEMM, DRAFT_FORWARD, VERIFY_LAYOUTS, EngineSettings
 
 METRICS_FLAG = "--enable-metrics"
 
@@ -57,6 +57,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPU engine's expert products: tuned = the fastest form per shape and row count (our stream kernel "
         "included); torch = the same without it; linear = SGLang's (the last two for comparisons)",
     )
+    parser.add_argument(
+        "--draft-forward",
+        default=EngineSettings().draft_forward,
+        choices=DRAFT_FORWARD,
+        help="STANDALONE draft model's forwards: direct = its arithmetic over its KV pool (a Llama-shaped float32 "
+        "draft on CPU; otherwise SGLang's runner); sglang = SGLang's model runner (for comparisons)",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -87,6 +94,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             verify_layout=args.verify_layout,
             cpu_attention=args.cpu_attention,
             cpu_gemm=args.cpu_gemm,
+            draft_forward=args.draft_forward,
         ),
         extra_args=extra,
     )

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from moe_sglang.draft_forward import DirectDraft
 from moe_sglang.draft_tree import DraftTree
 from moe_sglang.ragged import verify_layout
 from moe_sglang.verify import DraftTrees
@@ -65,6 +66,7 @@ class DraftModelDrafter:
     stride: int  # n: nodes per request in the dense layout
     seen: dict[str, int] = field(default_factory=dict)  # rid -> [0, seen) of its positions are in the draft cache
     rows_selected: bool = False  # its logits processor computes only the rows a forward asks for (SelectedLogits)
+    direct: DirectDraft | None = None  # the forward without SGLang's runner (draft_forward.py); None: the runner
 
     def reset(self, rids: list[str]) -> None:
         """Prefill (or re-prefill after a retraction): nothing of these requests is in the draft cache yet."""
@@ -190,6 +192,19 @@ class DraftModelDrafter:
         pools = batch.req_pool_indices[rows].repeat_interleave(torch.as_tensor(lens, device=device))
         slot_positions = torch.as_tensor([s for p in parts for s in p.slot_positions], device=device)
         tokens = torch.as_tensor([t for p in parts for t in p.tokens], dtype=torch.int64, device=device)
+        out_cache_loc = batch.req_to_token_pool.req_to_token[pools, slot_positions].to(torch.int64)
+        if self.direct is not None:
+            return self.direct.logits(
+                tokens,
+                torch.as_tensor([q for p in parts for q in p.positions], dtype=torch.int64, device=device),
+                out_cache_loc,
+                batch.req_to_token_pool.req_to_token,
+                batch.req_pool_indices[rows],
+                [p.prefix for p in parts],
+                lens,
+                torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device),
+                torch.as_tensor(logit_rows, dtype=torch.int64, device=device),
+            )
         spec = NgramVerifyInput(
             draft_token=tokens,
             custom_mask=torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device),
@@ -201,7 +216,7 @@ class DraftModelDrafter:
         view = _rows_view(batch, drafting, [p.prefix for p in parts])
         view.forward_mode = ForwardMode.TARGET_VERIFY
         view.input_ids, view.spec_info = tokens, spec
-        view.out_cache_loc = batch.req_to_token_pool.req_to_token[pools, slot_positions].to(torch.int64)
+        view.out_cache_loc = out_cache_loc
         logits = self.worker.forward_batch_generation(view, is_verify=True).logits_output.next_token_logits
         if not self.rows_selected:  # a draft model without SGLang's LogitsProcessor: every row came back
             logits = logits[spec.logit_rows]

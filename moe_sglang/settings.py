@@ -34,6 +34,11 @@ CPU_ATTENTION = ("fused", "batched", "loop")
 # last two are kept for comparisons.
 CPU_GEMM = ("tuned", "torch", "linear")
 
+# How the STANDALONE draft model runs its forwards (moe_sglang/draft_forward.py): direct = its arithmetic over the
+# draft's KV pool, without SGLang's model runner, where that reproduces the model (a Llama-shaped float32 draft on
+# CPU; otherwise the runner); sglang = always SGLang's runner. The second is kept for comparisons.
+DRAFT_FORWARD = ("direct", "sglang")
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
@@ -41,6 +46,7 @@ ENV = {
     "verify_layout": "MOE_SERVE_VERIFY_LAYOUT",
     "cpu_attention": "MOE_SERVE_CPU_ATTENTION",
     "cpu_gemm": "MOE_SERVE_CPU_GEMM",
+    "draft_forward": "MOE_SERVE_DRAFT_FORWARD",
 }
 
 
@@ -52,6 +58,7 @@ class EngineSettings:
     verify_layout: str = "ragged"  # VERIFY_LAYOUTS
     cpu_attention: str = "fused"  # CPU_ATTENTION
     cpu_gemm: str = "tuned"  # CPU_GEMM
+    draft_forward: str = "direct"  # DRAFT_FORWARD
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -62,6 +69,8 @@ class EngineSettings:
             raise ValueError(f"CPU attention {self.cpu_attention!r}: expected one of {CPU_ATTENTION}")
         if self.cpu_gemm not in CPU_GEMM:
             raise ValueError(f"CPU expert products {self.cpu_gemm!r}: expected one of {CPU_GEMM}")
+        if self.draft_forward not in DRAFT_FORWARD:
+            raise ValueError(f"draft forward {self.draft_forward!r}: expected one of {DRAFT_FORWARD}")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -83,6 +92,7 @@ class EngineSettings:
             ENV["verify_layout"]: self.verify_layout,
             ENV["cpu_attention"]: self.cpu_attention,
             ENV["cpu_gemm"]: self.cpu_gemm,
+            ENV["draft_forward"]: self.draft_forward,
         }
 
     @classmethod
@@ -96,4 +106,5 @@ class EngineSettings:
             verify_layout=env.get(ENV["verify_layout"]) or defaults.verify_layout,
             cpu_attention=env.get(ENV["cpu_attention"]) or defaults.cpu_attention,
             cpu_gemm=env.get(ENV["cpu_gemm"]) or defaults.cpu_gemm,
+            draft_forward=env.get(ENV["draft_forward"]) or defaults.draft_forward,
         )

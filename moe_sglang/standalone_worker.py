@@ -16,16 +16,20 @@ filters and merges); the draft model's per-request state lives in the drafter (`
 
 from __future__ import annotations
 
+import logging
 import time
 
 import torch
 
 from moe_sglang import plugin
 from moe_sglang.accept import step_result
+from moe_sglang.draft_forward import DirectDraft
 from moe_sglang.draft_model import DraftModelDrafter, SelectedLogits
 from moe_sglang.settings import EngineSettings
 from moe_sglang.step import SpecRuntime, model_shape
 from moe_sglang.verify import plain_step, verify_step
+
+logger = logging.getLogger(__name__)
 
 
 def worker_class():
@@ -49,6 +53,8 @@ def worker_class():
         def init_attention_backends(self):
             super().init_attention_backends()
             _ragged_draft_backend(self._draft_worker.draft_runner)
+            # here, not in __init__: SGLang allocates the KV pools between the two (scheduler.init_model_worker)
+            self.drafter.direct = _direct_draft(self.settings, self._draft_worker.draft_runner)
 
         def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None):
             if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
@@ -58,6 +64,19 @@ def worker_class():
             return _decode(self, batch, on_publish)
 
     return MoeServeStandaloneWorker
+
+
+def _direct_draft(settings: EngineSettings, draft_runner) -> DirectDraft | None:
+    """The draft model's direct forward (draft_forward.py) where the settings ask for it and it reproduces the model;
+    the engine log says which forward the draft runs and, where not the direct one, why."""
+    if settings.draft_forward != "direct":
+        return None
+    direct, why = DirectDraft.of(draft_runner)
+    if direct is None:
+        logger.info("draft model: SGLang's runner (%s)", why)
+    else:
+        logger.info("draft model: direct forward over its KV pool (%d layers)", len(direct.layers))
+    return direct
 
 
 def _ragged_draft_backend(draft_runner) -> None:

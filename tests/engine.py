@@ -23,6 +23,7 @@ class EnginePool:
         self._max_live = max_live
         self._live: OrderedDict[EngineConfig, tuple[ExitStack, str]] = OrderedDict()
         self.starts = 0
+        self.logs: dict[EngineConfig, Path] = {}  # each configuration's latest engine log
 
     def url(self, config: EngineConfig) -> str:
         from moe_sglang.server import running_engine
@@ -34,7 +35,8 @@ class EnginePool:
             self._live.popitem(last=False)[1][0].close()
         stack = ExitStack()
         self.starts += 1
-        url = stack.enter_context(running_engine(config, log_path=self._log_dir / f"engine-{self.starts}.log"))
+        self.logs[config] = self._log_dir / f"engine-{self.starts}.log"
+        url = stack.enter_context(running_engine(config, log_path=self.logs[config]))
         self._live[config] = (stack, url)
         return url
 

@@ -78,6 +78,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         verify_layout="fixed",
         cpu_attention="loop",
         cpu_gemm="linear",
+        draft_forward="sglang",
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -94,6 +95,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(verify_layout="diagonal"),
         dict(cpu_attention="sideways"),
         dict(cpu_gemm="fastest"),
+        dict(draft_forward="compiled"),
         dict(default_policy=" "),
     ],
 )

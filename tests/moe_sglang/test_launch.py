@@ -120,7 +120,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
 
     args = build_parser().parse_args(
         ["engine", "--default-policy", "cascade", "--verify-layout", "rectangular", "--budget-mode", "substitution"]
-        + ["--cpu-attention", "loop", "--cpu-gemm", "linear"]
+        + ["--cpu-attention", "loop", "--cpu-gemm", "linear", "--draft-forward", "sglang"]
     )
     config = args._module.engine_config(args)
     assert config.settings == EngineSettings(
@@ -129,6 +129,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
         budget_mode="substitution",
         cpu_attention="loop",
         cpu_gemm="linear",
+        draft_forward="sglang",
     )
     env = server_env(config, base={})
     assert EngineSettings.from_env(env) == config.settings, "the scheduler process reads back what the CLI set"

@@ -35,15 +35,25 @@ SPEC_CASES = {
     "standalone-chain": dict(algorithm="standalone", num_steps=3, topk=1, num_draft_tokens=4),
     "standalone-tree": dict(algorithm="standalone", num_steps=3, topk=2, num_draft_tokens=6),
     "standalone-poor-draft": dict(algorithm="standalone", num_steps=3, topk=1, num_draft_tokens=4),
+    "standalone-dense-chain": dict(algorithm="standalone", num_steps=3, topk=1, num_draft_tokens=4),
+    "standalone-dense-tree": dict(algorithm="standalone", num_steps=3, topk=2, num_draft_tokens=6),
+}
+DRAFTS = {
+    "standalone-poor-draft": "mixtral-other",
+    "standalone-dense-chain": "llama-echo",
+    "standalone-dense-tree": "llama-echo",
 }
 
 
-def spec_engine(case, tiny_models, engine_pool) -> str:
+def spec_config(case, tiny_models):
     spec = dict(SPEC_CASES[case])
     if spec["algorithm"] == "standalone":
-        draft = "mixtral-other" if case == "standalone-poor-draft" else "mixtral-echo"
-        spec["draft_model_path"] = str(tiny_models[draft])
-    return engine_pool.url(engine_config(tiny_models["mixtral-echo"], metrics=True, **spec))
+        spec["draft_model_path"] = str(tiny_models[DRAFTS.get(case, "mixtral-echo")])
+    return engine_config(tiny_models["mixtral-echo"], metrics=True, **spec)
+
+
+def spec_engine(case, tiny_models, engine_pool) -> str:
+    return engine_pool.url(spec_config(case, tiny_models))
 
 
 @pytest.mark.parametrize("case", list(SPEC_CASES))
@@ -58,8 +68,37 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
             accept_lengths.append(out["meta_info"]["spec_accept_length"])
     if case == "standalone-poor-draft":
         assert min(accept_lengths) < 1.2, f"a draft with other weights should be rejected mostly: {accept_lengths}"
+    elif DRAFTS.get(case) == "llama-echo":  # another architecture's echo: some drafts accepted, not many
+        assert max(accept_lengths) > 1.0, f"{case}: no draft was accepted: {accept_lengths}"
     else:
         assert max(accept_lengths) > 1.2, f"{case}: drafts were hardly accepted: {accept_lengths}"
+
+
+@pytest.mark.parametrize("case", ["standalone-dense-chain", "standalone-dense-tree"])
+def test_dense_draft_runs_directly_and_drafts_as_sglangs_runner(case, plain_outputs, tiny_models, engine_pool):
+    """The dense draft's forwards run without SGLang's runner (moe_sglang/draft_forward.py; the engine log says so),
+    and its drafts are the runner's: at static K = 3 every request verifies and accepts exactly as on an engine whose
+    draft runs through SGLang's runner (`draft_forward=sglang`)."""
+    direct_config = spec_config(case, tiny_models)
+    url = engine_pool.url(direct_config)
+    assert "draft model: direct forward" in engine_pool.logs[direct_config].read_text()
+    runner_config = replace(direct_config, settings=replace(direct_config.settings, draft_forward="sglang"))
+    custom = {"moe_serve": {"policy": "static", "max_k": 3}}
+
+    def run(engine_url):
+        return [
+            generate(engine_url, list(prompt), length, ignore_eos=True, custom_params=custom)
+            for prompt, length in plain_outputs
+        ]
+
+    direct = run(url)
+    runner = run(engine_pool.url(runner_config))
+    assert "draft model: direct forward" not in engine_pool.logs[runner_config].read_text()
+    for a, b in zip(direct, runner, strict=True):
+        assert a["output_ids"] == b["output_ids"]
+        for key in ("spec_verify_ct", "spec_accept_length"):
+            assert a["meta_info"][key] == b["meta_info"][key], (key, a["meta_info"][key], b["meta_info"][key])
+    assert sum(out["meta_info"]["spec_accept_length"] > 1.0 for out in direct) > 0, "no draft was ever accepted"
 
 
 def mixed_steps(url) -> float:

@@ -69,6 +69,8 @@ def _config(arch: str, vocab_size: int, hidden: int, layers: int, experts: int):
             norm_topk_prob=False,
             **common,
         )
+    if arch == "llama":  # a dense draft model (moe_sglang/draft_forward.py runs it without SGLang's runner)
+        return transformers.LlamaConfig(intermediate_size=2 * hidden, **common)
     if arch == "olmoe":
         return transformers.OlmoeConfig(intermediate_size=hidden, num_experts=experts, num_experts_per_tok=2, **common)
     raise ValueError(f"unknown arch {arch!r}; expected one of {ARCHS}")

@@ -1,0 +1,177 @@
+"""The STANDALONE draft model's forward on the CPU engine, run directly over the draft's KV pool instead of through
+SGLang's model runner.
+
+Why: the draft model is small (moe-fine's: 3 layers of width 192, 9 MB) and its forwards are short (one to a few
+tokens per request), so through SGLang's runner a draft forward is almost all fixed cost: building the ForwardBatch
+and the attention metadata, the layer-boundary objects around every sublayer, the logits processor. Profiled in the
+engine (README, issue 15: the verify step), three draft forwards took 10-17 ms of a batch-1 K = 3 iteration on
+moe-fine x48, about what one decode of the un-inflated target takes. Here a forward is the model's arithmetic alone:
+embedding, per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/rope.py), the new K/V written to
+the draft pool's slots, the CPU attention op over the pool (service/kernels/attention_fused.py, the op SGLang's CPU
+backend calls), the output product, RMSNorm, the gated MLP; the final norm and the LM head over the rows asked for.
+
+Only what it reproduces exactly is taken (`DirectDraft.of` says why not otherwise, and the drafter then keeps
+SGLang's runner): a Llama-shaped dense decoder (SGLang's LlamaForCausalLM and the classes that subclass it, e.g.
+Mistral) with unquantized weights, no biases, SiLU gating, full-head NeoX rope from a plain cos/sin cache, a
+float32 MHA KV pool without scales, on CPU. The weights are SGLang's own loaded tensors (no copy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from service.kernels.attention_fused import extend_attention_fused
+from service.kernels.rope import neox_tables, rotate_neox
+from service.kernels.small_gemm import GemmPlan
+
+
+@dataclass(frozen=True)
+class DraftLayer:
+    input_norm: torch.Tensor  # [hidden]
+    qkv: torch.Tensor  # [(heads + 2 kv_heads) * head_dim, hidden]
+    o: torch.Tensor  # [hidden, heads * head_dim]
+    post_norm: torch.Tensor  # [hidden]
+    gate_up: torch.Tensor  # [2 * intermediate, hidden]
+    down: torch.Tensor  # [hidden, intermediate]
+    layer_id: int  # its index in the KV pool
+
+
+@dataclass(frozen=True)
+class DirectDraft:
+    embed: torch.Tensor  # [vocab, hidden]
+    layers: tuple[DraftLayer, ...]
+    norm: torch.Tensor  # [hidden]
+    lm_head: torch.Tensor  # [vocab, hidden]
+    vocab: int  # the LM head's rows past it are padding
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    cos_sin_cache: torch.Tensor  # [max_positions, head_dim] cosines then sines (SGLang's RotaryEmbedding)
+    pool: object  # the draft's KV pool: get_key_buffer(layer_id) / get_value_buffer(layer_id) -> [slots, kv_heads, D]
+    plan: GemmPlan = field(default_factory=GemmPlan)  # each product's form per row count (default: F.linear)
+
+    @classmethod
+    def of(cls, runner) -> tuple[DirectDraft | None, str]:
+        """The direct forward of SGLang's draft ModelRunner, or (None, why it cannot reproduce that model)."""
+        from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod
+        from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+        from sglang.srt.models.llama import LlamaForCausalLM
+
+        model, pool = runner.model, runner.token_to_kv_pool
+        if not isinstance(model, LlamaForCausalLM):
+            return None, f"{type(model).__name__} is not a LlamaForCausalLM"
+        if runner.device != "cpu":
+            return None, f"device {runner.device}: the direct forward is the CPU engine's"
+        if type(pool) is not MHATokenToKVPool or pool.store_dtype != pool.dtype or pool.page_size != 1:
+            return None, f"KV pool {type(pool).__name__} ({pool.dtype} stored as {pool.store_dtype}, page size "
+            f"{pool.page_size}), not a plain MHA pool of single-token pages"
+        lm_head = model.lm_head.weight
+        if pool.dtype != lm_head.dtype or lm_head.dtype != torch.float32:
+            return None, f"weights {lm_head.dtype} / KV pool {pool.dtype}: the direct forward is float32"
+        inner = model.model
+        layers = []
+        for layer in inner.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            rope = attn.rotary_emb
+            linears = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
+            if not all(isinstance(x.quant_method, UnquantizedLinearMethod) and x.bias is None for x in linears):
+                return None, "quantized or biased projections"
+            if type(mlp.act_fn).__name__ != "SiluAndMul":
+                return None, f"activation {type(mlp.act_fn).__name__}"
+            if not (rope.is_neox_style and rope.rotary_dim == rope.head_size == attn.head_dim):
+                return None, "rope other than full-head NeoX"
+            if hasattr(rope, "sin_cos_cache") or type(rope).__name__ != "RotaryEmbedding":
+                return None, f"rope {type(rope).__name__} (scaled or precomputed variants)"
+            if attn.attn.logit_cap or attn.attn.sliding_window_size not in (-1, None):
+                return None, "logit soft cap or sliding window"
+            if layer.input_layernorm.weight.shape != layer.post_attention_layernorm.weight.shape:
+                return None, "norms of different widths"
+            layers.append(
+                DraftLayer(
+                    input_norm=layer.input_layernorm.weight,
+                    qkv=attn.qkv_proj.weight,
+                    o=attn.o_proj.weight,
+                    post_norm=layer.post_attention_layernorm.weight,
+                    gate_up=mlp.gate_up_proj.weight,
+                    down=mlp.down_proj.weight,
+                    layer_id=attn.attn.layer_id,
+                )
+            )
+        first = inner.layers[0].self_attn
+        weights = [w for layer in layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)] + [lm_head]
+        return (
+            cls(
+                embed=inner.embed_tokens.weight,
+                layers=tuple(layers),
+                norm=inner.norm.weight,
+                lm_head=lm_head,
+                vocab=model.config.vocab_size,
+                heads=first.num_heads,
+                kv_heads=first.num_kv_heads,
+                head_dim=first.head_dim,
+                eps=inner.norm.variance_epsilon,
+                cos_sin_cache=first.rotary_emb.cos_sin_cache,
+                pool=pool,
+                plan=GemmPlan().tune(weights),
+            ),
+            "",
+        )
+
+    @torch.inference_mode()
+    def logits(
+        self,
+        tokens: torch.Tensor,  # [T] int64, the requests' tokens laid end to end
+        positions: torch.Tensor,  # [T] int64
+        out_cache_loc: torch.Tensor,  # [T] int64, the pool slot each token's K/V is written to
+        req_to_token: torch.Tensor,  # [pool rows, max context] int32, the slots of each request's positions
+        pool_rows: torch.Tensor,  # [B] the requests' rows of req_to_token
+        prefix_lens: list[int],  # request b attends to its slots [0, prefix_lens[b]) and then its own tokens
+        ext_lens: list[int],  # request b's tokens in `tokens`
+        mask: torch.Tensor,  # [sum ext_b^2] bool: request b's [ext_b, ext_b] row-major block, token i sees token j
+        logit_rows: torch.Tensor,  # [R] int64, the rows of `tokens` whose logits are returned
+    ) -> torch.Tensor:
+        """Logits [R, vocab] of the draft model at `logit_rows`; every token's K/V is written to its slot. Labelled
+        for SGLang's profiler as its draft model's forwards are (`step[DRAFT ...]`, bench.step_profile reads it)."""
+        with torch.profiler.record_function(f"step[DRAFT bs={len(ext_lens)} direct]"):
+            return self._logits(
+                tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows
+            )
+
+    def _logits(
+        self, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows
+    ):
+        mm = self.plan.mm
+        ext = torch.as_tensor(ext_lens, dtype=torch.int64)
+        seq_lens = torch.as_tensor(prefix_lens, dtype=torch.int64) + ext
+        starts = torch.cumsum(ext, 0) - ext
+        cos, sin = neox_tables(self.cos_sin_cache, positions)
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        scale = self.head_dim**-0.5
+        h = self.embed[tokens]
+        for layer in self.layers:
+            x = _rms_norm(h, layer.input_norm, self.eps)
+            q, k, v = mm(x, layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q = rotate_neox(q, self.head_dim, cos, sin).view(-1, self.heads, self.head_dim)
+            k = rotate_neox(k, self.head_dim, cos, sin).view(-1, self.kv_heads, self.head_dim)
+            v = v.reshape(-1, self.kv_heads, self.head_dim)
+            k_buffer = self.pool.get_key_buffer(layer.layer_id)
+            v_buffer = self.pool.get_value_buffer(layer.layer_id)
+            k_buffer[out_cache_loc] = k
+            v_buffer[out_cache_loc] = v
+            o = torch.empty_like(q)
+            extend_attention_fused(
+                q, k, v, o, k_buffer, v_buffer, 1.0, 1.0, req_to_token, pool_rows, seq_lens, ext, starts,
+                max(ext_lens), scale, 0.0, False, 0, None, None, mask, True,
+            )  # fmt: skip
+            h = h + mm(o.view(-1, q_size), layer.o)
+            gate, up = mm(_rms_norm(h, layer.post_norm, self.eps), layer.gate_up).chunk(2, dim=-1)
+            h = h + mm(F.silu(gate) * up, layer.down)
+        return mm(_rms_norm(h[logit_rows], self.norm, self.eps), self.lm_head)[:, : self.vocab]
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
