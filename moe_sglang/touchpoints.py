@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -279,6 +280,53 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "write",
         "the draft runner's backend: SGLang builds it directly, not through the registry (standalone_worker.py)",
     ),
+    # --- the dense draft model's direct forward (draft_forward.py) reads its weights, shape and KV pool
+    Touchpoint("sglang.srt.model_executor.model_runner.ModelRunner.token_to_kv_pool", "attribute", "the draft's KV"),
+    Touchpoint("sglang.srt.model_executor.model_runner.ModelRunner.device", "attribute", "CPU only"),
+    *(
+        Touchpoint(
+            f"sglang.srt.mem_cache.memory_pool.MHATokenToKVPool.{name}",
+            "call",
+            "the draft's K/V buffers",
+            "(self, layer_id)",
+        )
+        for name in ("get_key_buffer", "get_value_buffer")
+    ),
+    *(
+        Touchpoint(
+            f"sglang.srt.mem_cache.memory_pool.{owner}.{name}", "attribute", "a plain float32 pool of 1-token pages"
+        )
+        for owner, name in (("KVCache", "dtype"), ("KVCache", "store_dtype"), ("KVCache", "page_size"))
+    ),
+    Touchpoint(
+        "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod", "call", "unquantized projections only"
+    ),
+    *(
+        Touchpoint(f"sglang.srt.models.llama.{owner}.{name}", "attribute", "the draft's weights and shape")
+        for owner, names in (
+            ("LlamaForCausalLM", ("model", "lm_head", "config")),
+            ("LlamaModel", ("embed_tokens", "layers", "norm")),
+            ("LlamaDecoderLayer", ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm")),
+            ("LlamaAttention", ("qkv_proj", "o_proj", "rotary_emb", "attn", "num_heads", "num_kv_heads", "head_dim")),
+            ("LlamaMLP", ("gate_up_proj", "down_proj", "act_fn")),
+        )
+        for name in names
+    ),
+    *(
+        Touchpoint(f"sglang.srt.layers.{owner}.{name}", "attribute", "the draft's weights and shape")
+        for owner, name in (
+            ("layernorm.RMSNorm", "weight"),
+            ("layernorm.RMSNorm", "variance_epsilon"),
+            ("linear.LinearBase", "quant_method"),
+            ("rotary_embedding.base.RotaryEmbedding", "cos_sin_cache"),
+            ("rotary_embedding.base.RotaryEmbedding", "is_neox_style"),
+            ("rotary_embedding.base.RotaryEmbedding", "rotary_dim"),
+            ("rotary_embedding.base.RotaryEmbedding", "head_size"),
+            ("radix_attention.RadixAttention", "layer_id"),
+            ("radix_attention.RadixAttention", "logit_cap"),
+            ("radix_attention.RadixAttention", "sliding_window_size"),
+        )
+    ),
     # --- the CPU attention backend we subclass
     Touchpoint(f"{_AMX}._build_extend_metadata", "override", "ragged extend lengths on CPU", "(self, forward_batch)"),
     Touchpoint(f"{_AMX}.init_forward_metadata", "override", "ragged max extend length on CPU", "(self, forward_batch)"),
@@ -472,7 +520,8 @@ def _check_attribute(target: str) -> str | None:
             source = inspect.getsource(cls)
         except (OSError, TypeError):
             continue
-        if f"self.{name} =" in source or f"self.{name}:" in source:
+        # `self.x =`, `self.x:` or a tuple target `self.x, self.y = ...` at the start of a line
+        if re.search(rf"self\.{name}\s*(:|=(?!=))|^\s*self\.{name},[^\n=]*=(?!=)", source, re.MULTILINE):
             return None
     return f"{owner.__name__} no longer has or assigns {name!r}"
 
