@@ -16,7 +16,7 @@ to the next. Each top-level operator of the model step is put in one bucket:
 
 The verify stage (`--verify-k K`, default 3; 0 skips it) runs moe-serve's STANDALONE engine (the model's dense draft)
 with every request at static K: SGLang labels each model forward of such an iteration `step[DRAFT ...]` (the draft
-model's, whatever mode it borrows) or `step[VERIFY ...]` (the target's), so an iteration runs from one
+model's, whatever mode it borrows; moe-serve labels its direct draft forward, moe_sglang/draft_forward.py, alike) or `step[VERIFY ...]` (the target's), so an iteration runs from one
 `scheduler.run_batch` to the next and adds two buckets: `draft_model` (everything inside the draft forwards) and
 `spec_glue` (moe-serve's speculative step outside any model forward: planning, draft trees, acceptance, the KV
 moves); the target verify's operators go to the buckets above, its Python to `forward_glue`.
@@ -199,9 +199,15 @@ def measure(
 ) -> list[dict]:
     """Each variant (`variant_settings`) on its own engine, all up at once; per batch, one profile per
     variant, then the unprofiled TPOT runs taking turns (rotated order) so load changes hit all variants alike.
-    `verify` = (K, draft model): the verify stage too, on a STANDALONE engine of the first variant whose requests
-    all run at static K (module docstring), its unprofiled TPOT measured in the same turns."""
+    `verify` = (K, draft model): the verify stage too, on a STANDALONE engine whose requests all run at static K
+    (module docstring), its unprofiled TPOT measured in the same turns: one of the first variant, and one of each
+    other variant that differs from it in its draft model's forward (the only setting a verify step has beyond a
+    decode's to compare)."""
     rows = []
+    first = variant_settings(variants[0])
+    verify_variants = [variants[0]] + [
+        v for v in variants[1:] if variant_settings(v).draft_forward != first.draft_forward
+    ]
     with contextlib.ExitStack() as stack:
         engines = {}
         for v in variants:
@@ -212,11 +218,12 @@ def measure(
         if verify is not None:
             k, draft = verify
             spec = SpeculationConfig("standalone", draft_model_path=str(draft), num_steps=k, num_draft_tokens=k + 1)
-            name = f"{variants[0]}-verify-k{k}"
-            log = folder / f"engine-{ckpt.path.name}-{name}.log"
-            engines[name] = Engine(engine_config(ckpt.path, threads, variants[0], spec), log)
-            stack.callback(engines[name].close)
-            hints[name] = static_k(k)
+            for v in verify_variants:
+                name = f"{v}-verify-k{k}"
+                log = folder / f"engine-{ckpt.path.name}-{name}.log"
+                engines[name] = Engine(engine_config(ckpt.path, threads, v, spec), log)
+                stack.callback(engines[name].close)
+                hints[name] = static_k(k)
         for v, engine in engines.items():
             run_batch(engine.url, served_model(engine.url), prompts[:2], 8, 2, hints[v])  # warm-up
         for batch in batches:
