@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from service.policy.moe_serve_terms import chain
 from service.policy.slo import step_time_cap
 from service.policy.types import BatchView
 
@@ -40,17 +39,17 @@ def probe_breaks_slo(
 def probes_pay(
     self: MoeServePolicy, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
 ) -> bool:
-    """Whether the probes of `group` (batch indices) are worth their cost (module docstring, probing): the
-    probe step's extra J (their verifies, the draft steps, the draft model's catch-up over their contexts, whole)
-    against what speculating would save over their remaining tokens were their drafts accepted at the hoped-for
-    rate (`probe_hope`): per step J(ks) - J(the group at the best depth d <= probe_k), priced by the cost model
-    (steps grow with d: at batch 1 a 4-token verify costs 1.5-2.5x a plain step on the CPU engine; accepted
-    drafts at the target's own routing until that is measured, StepTimeModel.hoped: priced at the single
-    affinity no probe at batch 1 ever passed, so nothing measured it), for tokens_left / e steps, catch-ups
-    already paid. Not the request's own or the learnt mean acceptance: a stream of arithmetic drives that toward
-    0 and a later prose request would never learn that its drafts pay (seen: STANDALONE prose at batch 8 after
-    code and math, p = 0.15 for every request, no probe, 1.00x of none where static K = 3 read 0.58x). Not
-    weighted by how often probes paid: that share mixes workloads too."""
+    """Whether the probes of `group` (batch indices) are worth their cost (module docstring, probing): the time the
+    probe step adds (their verifies, the draft steps, the draft model's catch-up over their contexts, whole), which
+    every request of the batch waits for, against what speculating would save over their remaining tokens were
+    their drafts accepted at the hoped-for rate (`probe_hope`): `hoped_gain`, priced by the cost model (steps grow
+    with d: at batch 1 a 4-token verify costs 1.5-2.5x a plain step on the CPU engine; accepted drafts at the
+    target's own routing until that is measured, StepTimeModel.hoped: priced at the single affinity no probe at
+    batch 1 ever passed, so nothing measured it), catch-ups already paid. Both in request-seconds; the tokens the
+    probe step itself may gain are not counted. Not the request's own or the learnt mean acceptance: a stream of
+    arithmetic drives that toward 0 and a later prose request would never learn that its drafts pay (seen:
+    STANDALONE prose at batch 8 after code and math, p = 0.15 for every request, no probe, 1.00x of none where
+    static K = 3 read 0.58x). Not weighted by how often probes paid: that share mixes workloads too."""
     reqs = batch.requests
     if any(reqs[i].tokens_left is None for i in group):
         return True
@@ -58,20 +57,23 @@ def probes_pay(
     trial = list(ks)
     for i in group:
         trial[i] = max(trial[i], min(k, caps[i]))
-    whole = float("inf")
-    cost = self._objective(trial, self._chains(probs, trial), whole, True, batch, amortize=False)[1]
-    base_chains = self._chains(probs, ks)
-    base = self._objective(ks, base_chains, whole, True, batch, amortize=False)[1]
-    return cost - base <= hoped_gain(self, group, ks, probs, caps, batch)
+    extra = self._time(trial, True, batch, self._chains(probs, trial), False) - self._time(
+        ks, True, batch, self._chains(probs, ks), False
+    )
+    return extra * len(reqs) <= hoped_gain(self, group, ks, probs, caps, batch)
 
 
 def hoped_gain(
     self: MoeServePolicy, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
 ) -> float:
     """What speculating would save over the remaining tokens of `group` (batch indices, every tokens_left known) were
-    their drafts accepted at the hoped-for rate `probe_hope`, the draft model caught up with them: J per step at
-    the best depth d <= probe_k against J(ks), priced by the cost model with accepted drafts at the target's own
-    routing until measured (StepTimeModel.hoped), times tokens_left / e steps (probes_pay, judgements_pay)."""
+    their drafts accepted at the hoped-for rate `probe_hope`, the draft model caught up with them, in
+    request-seconds: J (a sum of the requests' times per token) at the best depth d <= probe_k against J(ks),
+    priced by the cost model with accepted drafts at the target's own routing until measured
+    (StepTimeModel.hoped), times the group's mean tokens_left (probes_pay, judgements_pay). Counted per step
+    (tokens_left / e steps) it was e times too small: in the CPU engine's STANDALONE cells (moe-fine x48) no first
+    judgement at batch 8 ever passed (8 requests' ~100-token contexts, ~40 ms, against 0.8-hoped drafts over 28
+    tokens each), and prose at batch 8 never speculated: 1.11-1.14x of none's TPOT where static K = 3 read 0.82x."""
     reqs = batch.requests
     k = min(self.probe_k, batch.max_k)
     whole = float("inf")
@@ -81,6 +83,7 @@ def hoped_gain(
     )
     now = self._objective(ks, self._chains(probs, ks), whole, True, paid)[1]
     hoped_model = self._priced_for(reqs).hoped()  # accepted drafts at the target's own routing until measured
+    tokens_left = sum(reqs[i].tokens_left for i in group) / len(group)
     gain = 0.0
     for depth in range(1, k + 1):
         hoped = [list(p) for p in probs]
@@ -89,9 +92,7 @@ def hoped_gain(
             spec[i] = max(spec[i], min(depth, caps[i]))
             hoped[i] = [self.probe_hope] * spec[i]
         after = self._objective(spec, self._chains(hoped, spec), whole, True, paid, model=hoped_model)[1]
-        e = 1.0 + sum(chain(hoped[group[0]], spec[group[0]]))
-        steps = sum(reqs[i].tokens_left for i in group) / len(group) / e
-        gain = max(gain, (now - after) * steps)
+        gain = max(gain, (now - after) * tokens_left)
     return gain
 
 
