@@ -10,14 +10,16 @@ embedding, per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/
 the draft pool's slots, the CPU attention op over the pool (service/kernels/attention_fused.py, the op SGLang's CPU
 backend calls), the output product, RMSNorm, the gated MLP; the final norm and the LM head over the rows asked for.
 
-Only what it reproduces exactly is taken (`DirectDraft.of` says why not otherwise, and the drafter then keeps
-SGLang's runner): a Llama-shaped dense decoder (SGLang's LlamaForCausalLM and the classes that subclass it, e.g.
-Mistral) with unquantized weights, no biases, SiLU gating, full-head NeoX rope from a plain cos/sin cache, a
-float32 MHA KV pool without scales, on CPU. The weights are SGLang's own loaded tensors (no copy).
+Only models whose forward it reproduces (to float rounding: the products' forms differ) are taken (`DirectDraft.of`
+says why not otherwise, and the drafter then keeps SGLang's runner): a Llama-shaped dense decoder (SGLang's
+LlamaForCausalLM and the classes that subclass it, e.g. Mistral) with unquantized weights, no biases, SiLU gating,
+full-head NeoX rope from a plain cos/sin cache, a float32 MHA KV pool without scales, on CPU. The weights are
+SGLang's own loaded tensors (no copy).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -51,7 +53,8 @@ class DirectDraft:
     head_dim: int
     eps: float
     cos_sin_cache: torch.Tensor  # [max_positions, head_dim] cosines then sines (SGLang's RotaryEmbedding)
-    pool: object  # the draft's KV pool: get_key_buffer(layer_id) / get_value_buffer(layer_id) -> [slots, kv_heads, D]
+    kv_pool: Callable[[], object]  # the draft's KV pool now (get_key_buffer / get_value_buffer(layer_id) -> [slots,
+    # kv_heads, D]), asked at every forward: SGLang may replace a runner's pool after start (post-capture resizing)
     plan: GemmPlan = field(default_factory=GemmPlan)  # each product's form per row count (default: F.linear)
 
     @classmethod
@@ -115,7 +118,7 @@ class DirectDraft:
                 head_dim=first.head_dim,
                 eps=inner.norm.variance_epsilon,
                 cos_sin_cache=first.rotary_emb.cos_sin_cache,
-                pool=pool,
+                kv_pool=lambda: runner.token_to_kv_pool,
                 plan=GemmPlan().tune(weights),
             ),
             "",
@@ -152,14 +155,15 @@ class DirectDraft:
         q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
         scale = self.head_dim**-0.5
         h = self.embed[tokens]
+        pool = self.kv_pool()
         for layer in self.layers:
             x = _rms_norm(h, layer.input_norm, self.eps)
             q, k, v = mm(x, layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
             q = rotate_neox(q, self.head_dim, cos, sin).view(-1, self.heads, self.head_dim)
             k = rotate_neox(k, self.head_dim, cos, sin).view(-1, self.kv_heads, self.head_dim)
             v = v.reshape(-1, self.kv_heads, self.head_dim)
-            k_buffer = self.pool.get_key_buffer(layer.layer_id)
-            v_buffer = self.pool.get_value_buffer(layer.layer_id)
+            k_buffer = pool.get_key_buffer(layer.layer_id)
+            v_buffer = pool.get_value_buffer(layer.layer_id)
             k_buffer[out_cache_loc] = k
             v_buffer[out_cache_loc] = v
             o = torch.empty_like(q)

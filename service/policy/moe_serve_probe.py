@@ -71,9 +71,10 @@ def hoped_gain(
     request-seconds: J (a sum of the requests' times per token) at the best depth d <= probe_k against J(ks),
     priced by the cost model with accepted drafts at the target's own routing until measured
     (StepTimeModel.hoped), times the group's mean tokens_left (probes_pay, judgements_pay). Counted per step
-    (tokens_left / e steps) it was e times too small: in the CPU engine's STANDALONE cells (moe-fine x48) no first
-    judgement at batch 8 ever passed (8 requests' ~100-token contexts, ~40 ms, against 0.8-hoped drafts over 28
-    tokens each), and prose at batch 8 never speculated: 1.11-1.14x of none's TPOT where static K = 3 read 0.82x."""
+    (tokens_left / e steps) it was e times too small: in the CPU engine's STANDALONE cells (moe-fine x48) only the
+    very first wave's first judgements at batch 8 passed (2 batch-8 plain steps calibrated then; 8 requests'
+    ~100-token contexts, ~40 ms, against 0.8-hoped drafts over 28 tokens each), and prose at batch 8 never
+    speculated: 1.12-1.14x of none's TPOT where static K = 3 read 0.82x."""
     reqs = batch.requests
     k = min(self.probe_k, batch.max_k)
     whole = float("inf")

@@ -71,7 +71,7 @@ def direct_of(hf) -> DirectDraft:
         head_dim=HEAD_DIM,
         eps=hf.config.rms_norm_eps,
         cos_sin_cache=rope.cos_sin_cache,
-        pool=pool,
+        kv_pool=lambda: pool,
     )
 
 
@@ -110,7 +110,7 @@ def test_direct_forward_equals_transformers_llama(hf):
     got = forward(draft, [(0, 0, A, range(len(A)), causal(len(A))), (1, 0, B, range(len(B)), causal(len(B)))])
     torch.testing.assert_close(got[: len(A)], reference(hf, A), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(got[len(A) :], reference(hf, B), atol=1e-4, rtol=1e-4)
-    assert not draft.pool.keys[0][REQ_TO_TOKEN[0, : len(A)].long()].isnan().any(), "the prompt's K/V were written"
+    assert not draft.kv_pool().keys[0][REQ_TO_TOKEN[0, : len(A)].long()].isnan().any(), "the prompt's K/V were written"
 
     # A: a tree after its cached prompt (x, then siblings y1 and y2 at the same position); B: one token
     x, y1, y2, z = 44, 45, 46, 47

@@ -713,8 +713,8 @@ def test_the_hoped_gain_is_the_time_the_remaining_tokens_save(tokens_left):
     """At batch 1 the hoped-for gain of speculating is the request's remaining tokens times what a token costs less
     at the best depth (drafts accepted at `probe_hope`, the draft model caught up), a time the judgement or probe
     it pays for is weighed against. Counted per step instead (tokens_left / e), it came out e times too small, and
-    on the CPU engine no first judgement at batch 8 ever passed: prose never speculated there (1.11-1.14x of no
-    speculation's TPOT, static K = 3 0.82x)."""
+    on the CPU engine first judgements at batch 8 passed only in the first wave, before its plain steps were calibrated: prose never
+    speculated there (1.12-1.14x of no speculation's TPOT, static K = 3 0.82x)."""
     from service.policy.moe_serve_probe import hoped_gain
     from service.policy.moe_serve_terms import chain
 
