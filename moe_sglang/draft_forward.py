@@ -5,8 +5,8 @@ Why: the draft model is small (moe-fine's: 3 layers of width 192, 9 MB) and its 
 tokens per request), so through SGLang's runner a draft forward is almost all fixed cost: building the ForwardBatch
 and the attention metadata, the layer-boundary objects around every sublayer, the logits processor. Profiled in the
 engine (README, issue 15: the verify step), three draft forwards took 10-17 ms of a batch-1 K = 3 iteration on
-moe-fine x48, about what one decode of the un-inflated target takes. Here a forward is the model's arithmetic alone:
-embedding, per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/rope.py), the new K/V written to
+moe-fine x48, more than a whole profiled decode of the un-inflated target (6.4-10.5 ms). Here a forward is the
+model's arithmetic alone: embedding, per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/rope.py), the new K/V written to
 the draft pool's slots, the CPU attention op over the pool (service/kernels/attention_fused.py, the op SGLang's CPU
 backend calls), the output product, RMSNorm, the gated MLP; the final norm and the LM head over the rows asked for.
 

@@ -9,8 +9,9 @@ tokens since then plus the root in one extend. A request at K = 0 therefore cost
 that speculates after a pause pays one catch-up forward instead of one per step. The draft is fed each token at its
 own position (SGLang's STANDALONE feeds its draft the prompt shifted by one, EAGLE's convention).
 
-Every draft forward is a TARGET_VERIFY forward of the draft model over a subset of the batch with ragged lengths (a
-RaggedVerifyLayout read by the ragged-aware attention backend, cpu_attention.py) and a tree mask:
+Every draft forward runs the draft model over a subset of the batch with ragged lengths and a tree mask, directly
+over its KV pool (draft_forward.py: a Llama-shaped float32 draft on CPU) or else as a TARGET_VERIFY forward through
+SGLang's runner (a RaggedVerifyLayout read by the ragged-aware attention backend, cpu_attention.py):
     depth 1    tokens [seen, seq_len] of each drafting request, causal, after prefix [0, seen)
     depth d    the frontier's paths (root excluded) with their tree mask, after prefix [0, seq_len] (root included)
 Chain nodes are written at their own positions' slots, so when drafts are accepted their draft KV stays valid.
@@ -181,8 +182,9 @@ class DraftModelDrafter:
             at += len(rows)
 
     def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> torch.Tensor:
-        """One TARGET_VERIFY forward of the draft model over the drafting requests' parts; the logits of `logit_rows`
-        (indices into the parts' tokens laid end to end), [len(rows), V] (`SelectedLogits`)."""
+        """One forward of the draft model over the drafting requests' parts (the direct one, draft_forward.py, or a
+        TARGET_VERIFY forward through SGLang's runner); the logits of `logit_rows` (indices into the parts' tokens
+        laid end to end), [len(rows), V] (`SelectedLogits` on the runner's path)."""
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
         from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
@@ -192,34 +194,27 @@ class DraftModelDrafter:
         pools = batch.req_pool_indices[rows].repeat_interleave(torch.as_tensor(lens, device=device))
         slot_positions = torch.as_tensor([s for p in parts for s in p.slot_positions], device=device)
         tokens = torch.as_tensor([t for p in parts for t in p.tokens], dtype=torch.int64, device=device)
-        out_cache_loc = batch.req_to_token_pool.req_to_token[pools, slot_positions].to(torch.int64)
+        positions = torch.as_tensor([q for p in parts for q in p.positions], dtype=torch.int64, device=device)
+        mask = torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device)
+        selected = torch.as_tensor(logit_rows, dtype=torch.int64, device=device)
+        req_to_token = batch.req_to_token_pool.req_to_token
+        out_cache_loc = req_to_token[pools, slot_positions].to(torch.int64)
+        prefixes = [p.prefix for p in parts]
         if self.direct is not None:
             return self.direct.logits(
-                tokens,
-                torch.as_tensor([q for p in parts for q in p.positions], dtype=torch.int64, device=device),
-                out_cache_loc,
-                batch.req_to_token_pool.req_to_token,
-                batch.req_pool_indices[rows],
-                [p.prefix for p in parts],
-                lens,
-                torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device),
-                torch.as_tensor(logit_rows, dtype=torch.int64, device=device),
-            )
-        spec = NgramVerifyInput(
-            draft_token=tokens,
-            custom_mask=torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device),
-            positions=torch.as_tensor([q for p in parts for q in p.positions], dtype=torch.int64, device=device),
-            draft_token_num=max(lens),
-        )
+                tokens, positions, out_cache_loc, req_to_token, batch.req_pool_indices[rows], prefixes, lens, mask,
+                selected,
+            )  # fmt: skip
+        spec = NgramVerifyInput(draft_token=tokens, custom_mask=mask, positions=positions, draft_token_num=max(lens))
         spec.ragged_verify_layout = verify_layout(lens, device)
-        spec.logit_rows = torch.as_tensor(logit_rows, dtype=torch.int64, device=device)
-        view = _rows_view(batch, drafting, [p.prefix for p in parts])
+        spec.logit_rows = selected
+        view = _rows_view(batch, drafting, prefixes)
         view.forward_mode = ForwardMode.TARGET_VERIFY
         view.input_ids, view.spec_info = tokens, spec
         view.out_cache_loc = out_cache_loc
         logits = self.worker.forward_batch_generation(view, is_verify=True).logits_output.next_token_logits
         if not self.rows_selected:  # a draft model without SGLang's LogitsProcessor: every row came back
-            logits = logits[spec.logit_rows]
+            logits = logits[selected]
         return logits
 
 

@@ -299,7 +299,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         for owner, name in (("KVCache", "dtype"), ("KVCache", "store_dtype"), ("KVCache", "page_size"))
     ),
     Touchpoint(
-        "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod", "call", "unquantized projections only"
+        "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod", "attribute", "unquantized projections only"
     ),
     *(
         Touchpoint(f"sglang.srt.models.llama.{owner}.{name}", "attribute", "the draft's weights and shape")
