@@ -80,6 +80,14 @@
            engine's STANDALONE cells a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT
            (scratch cell, moe-fine x48: every request probed once and never speculated after, 1.10-1.13x of none's
            TPOT).
+  scouting first judgements that do not pay together are a bet priced at the hoped-for rate, where what they buy is
+           information: at batch 8 a wave's judgement (8 contexts caught up) costs about what drafts hoped at 0.8 would
+           save, so small changes in the calibrated prices decided whether prose, whose drafts then proved 0.9-0.99,
+           speculated at all (one round of three in the twenty-fourth session's runs). Where no request of the batch
+           has measured its acceptance yet, the cheapest one of the group is judged alone where that costs less than
+           the group's hoped gain (`scout`); the others are weighed again the next step, at the hoped-for rate raised
+           to what any request of the batch measured (`batch_hope`, an optimistic bound as for rejudging; only
+           raised, since requests decoding together need not be alike).
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
@@ -110,11 +118,13 @@ from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
 from service.policy.moe_serve_allocate import allocate, chains_of, objective, step_time
 from service.policy.moe_serve_observe import drafted_probs, observe, priced_for
 from service.policy.moe_serve_probe import (
+    batch_hope,
     judge_due,
     judgements_pay,
     probe_breaks_slo,
     probes_pay,
     rejudging_could_pay,
+    scout,
 )
 from service.policy.moe_serve_terms import life_cap
 from service.policy.moe_serve_trim import trim_to_confidences
@@ -195,6 +205,7 @@ class MoeServePolicy:
         self._shadowed: set[str] = set()  # requests whose acceptance the engine measures from drafts in hand
         self._judged: set[str] = set()  # requests whose first judgement came due (judged, or declined: _unjudged)
         self._unjudged: set[str] = set()  # requests whose first judgement was due and did not pay (judgements_pay)
+        self._awaiting: set[str] = set()  # requests whose first judgement is weighed again after a scout's (scout)
         self.judge_after = judge_after  # tokens a request emits before its first judgement
         # first judgements only where they could pay (judgements_pay); off: every request is judged once due, its
         # acceptance measured whatever that costs (acceptance statistics on an engine where speculation cannot pay)
@@ -216,6 +227,7 @@ class MoeServePolicy:
             self._shadowed &= live
             self._judged &= live
             self._unjudged &= live
+            self._awaiting &= live
             self._reuse = {k: v for k, v in self._reuse.items() if k in live}
             self._own = {k: v for k, v in self._own.items() if k in live}
             self._own_memo = {k: v for k, v in self._own_memo.items() if k in live}
@@ -264,7 +276,9 @@ class MoeServePolicy:
                 continue  # its acceptance is measured without drafting for it: no probe
             if judged:
                 first = rid not in self._judged or rid in self._unjudged
-                due = caps[i] > 0 and self._judge_due(rid, r.tokens_so_far, interval)
+                awaiting = rid in self._awaiting  # a scout was judged last step: weighed again at once
+                self._awaiting.discard(rid)
+                due = caps[i] > 0 and (awaiting or self._judge_due(rid, r.tokens_so_far, interval))
                 if due and first:
                     first_due.append(i)  # judged together or not at all, below
                 elif due and self._rejudging_could_pay(i, probs, caps, batch):
@@ -289,15 +303,22 @@ class MoeServePolicy:
             ks[i] = min(self.probe_k, caps[i])
             self._probe_left[rid] = left - 1
             self._probing.add(rid)
-        # first judgements due this step run together (one draft forward) where they could pay, else they wait for
-        # the back-off interval and are weighed again then
+        # first judgements due this step run together (one draft forward) where they could pay at what the batch
+        # hopes for, else one of them may scout for the others (weighed again next step, on what it measured), and
+        # the rest wait for the back-off interval and are weighed again then
         if first_due:
             rids = {reqs[i].request_id for i in first_due}
-            if not self.judge_gate or self._judgements_pay(first_due, ks, probs, caps, batch):
+            if not self.judge_gate or self._judgements_pay(first_due, ks, probs, caps, batch, self._batch_hope(batch)):
                 judge |= rids
                 self._unjudged -= rids
             else:
                 self._unjudged |= rids
+                sent = self._scout(first_due, ks, probs, caps, batch)
+                if sent is not None:
+                    sid = reqs[sent].request_id
+                    judge.add(sid)
+                    self._unjudged.discard(sid)
+                    self._awaiting |= rids - {sid}
         # the probes due this step start together or not at all (the back-off goes on): drafting is batch-wide, so
         # what one probe costs and what speculating could return depend on who else drafts
         if starting and self._probes_pay(starting, ks, probs, caps, batch):
@@ -317,6 +338,8 @@ class MoeServePolicy:
     _judge_due = judge_due
     _judgements_pay = judgements_pay
     _rejudging_could_pay = rejudging_could_pay
+    _batch_hope = batch_hope
+    _scout = scout
 
     _chains = staticmethod(chains_of)
 

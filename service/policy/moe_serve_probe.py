@@ -64,10 +64,17 @@ def probes_pay(
 
 
 def hoped_gain(
-    self: MoeServePolicy, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
+    self: MoeServePolicy,
+    group: list[int],
+    ks: list[int],
+    probs: list[list[float]],
+    caps: list[int],
+    batch: BatchView,
+    hope: list[float] | None = None,
 ) -> float:
     """What speculating would save over the remaining tokens of `group` (batch indices, every tokens_left known) were
-    their drafts accepted at the hoped-for rate `probe_hope`, the draft model caught up with them, in
+    their drafts accepted at the hoped-for rate (`probe_hope`, or per draft position `hope`: batch_hope), the draft
+    model caught up with them, in
     request-seconds: J (a sum of the requests' times per token) at the best depth d <= probe_k against J(ks),
     priced by the cost model with accepted drafts at the target's own routing until measured
     (StepTimeModel.hoped), times the group's mean tokens_left (probes_pay, judgements_pay). Counted per step
@@ -91,14 +98,20 @@ def hoped_gain(
         spec = list(ks)
         for i in group:
             spec[i] = max(spec[i], min(depth, caps[i]))
-            hoped[i] = [self.probe_hope] * spec[i]
+            hoped[i] = [self.probe_hope] * spec[i] if hope is None else list(hope[: spec[i]])
         after = self._objective(spec, self._chains(hoped, spec), whole, True, paid, model=hoped_model)[1]
         gain = max(gain, (now - after) * tokens_left)
     return gain
 
 
 def judgements_pay(
-    self: MoeServePolicy, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
+    self: MoeServePolicy,
+    group: list[int],
+    ks: list[int],
+    probs: list[list[float]],
+    caps: list[int],
+    batch: BatchView,
+    hope: list[float] | None = None,
 ) -> bool:
     """Whether the first judgements due this step (`group`, batch indices) could pay for themselves (moe_serve.py's
     docstring, judging): their cost is one draft forward over what the draft cache lacks of their contexts (prompt
@@ -109,14 +122,62 @@ def judgements_pay(
     answer), it is pure cost; in the CPU engine's STANDALONE replay (moe-fine x48, 10 requests of 226-token
     prompts and 24-token answers decoding together) moe-serve's TPOT read 1.13x of the plain synchronous engine's
     where no static K paid (static-3 1.25x), each request's first judgement running the draft model over its
-    ~230-token context. Unknown remaining lengths: judged (nothing to weigh)."""
+    ~230-token context. Unknown remaining lengths: judged (nothing to weigh). `hope`: batch_hope."""
     reqs = batch.requests
     if any(reqs[i].tokens_left is None for i in group):
         return True
+    return judgement_cost(self, group, batch) <= hoped_gain(self, group, ks, probs, caps, batch, hope)
+
+
+def judgement_cost(self: MoeServePolicy, group: list[int], batch: BatchView) -> float:
+    """What judging `group` (batch indices) costs in request-seconds: one draft forward over what the draft cache
+    lacks of their contexts (the root included), which every request of the batch waits for."""
     c = self.model.coef
-    catch_up = sum(reqs[i].draft_backlog + 1 for i in group)  # the root included
-    cost = (c.per_draft_step + c.per_backlog_token * catch_up) * len(reqs)
-    return cost <= hoped_gain(self, group, ks, probs, caps, batch)
+    catch_up = sum(batch.requests[i].draft_backlog + 1 for i in group)
+    return (c.per_draft_step + c.per_backlog_token * catch_up) * len(batch.requests)
+
+
+def batch_hope(self: MoeServePolicy, batch: BatchView) -> list[float]:
+    """The acceptance first judgements hope to find, per draft position (scouting, moe_serve.py's docstring): the
+    hoped-for rate `probe_hope`, raised where a request of the batch has measured more (its own acceptance at an
+    optimistic bound, `_upper`, as rejudging_could_pay asks it). Only raised: requests that decode together are
+    often alike (a wave of one task), but not always, and a scout whose drafts failed must not keep a neighbour
+    whose drafts would pay from being judged at the hoped-for rate."""
+    hope = [self.probe_hope] * max(self.probe_k, 1)
+    for r in batch.requests:
+        n = self.accept.observed(r.request_id)
+        if n > 0:
+            measured = self.accept.get(r.request_id)
+            hope = [max(h, _upper(measured[min(j, len(measured) - 1)], n)) for j, h in enumerate(hope)]
+    return hope
+
+
+def scout(
+    self: MoeServePolicy, group: list[int], ks: list[int], probs: list[list[float]], caps: list[int], batch: BatchView
+) -> int | None:
+    """The request of `group` (first judgements due that did not pay together) to judge alone (scouting,
+    moe_serve.py's docstring), or None: the one whose judgement costs least (the shortest catch-up; then the most
+    tokens left), where no request of the batch has measured its acceptance yet, its judgement costs less than
+    what the group's speculating would save at the hoped-for rate (what the scout may find is worth that much to
+    the group), and what it finds could lead the others to be judged (their judgements would pay were every draft
+    accepted; a group of one has no others: its judgement alone was just weighed). On the CPU engine's STANDALONE cells (moe-fine x48, batch 8) the first judgements of a wave of 8
+    ~100-token contexts cost ~40 ms, near what drafts hoped at 0.8 would save there, and prose, whose drafts were
+    then accepted at 0.9-0.99, speculated in one round of three; one request's judgement costs ~7 ms."""
+    if any(self.accept.observed(r.request_id) > 0 for r in batch.requests):
+        return None
+    reqs = batch.requests
+    known = [i for i in group if reqs[i].tokens_left is not None]
+    if not known:
+        return None
+    if len(known) < 2:
+        return None
+    best = min(known, key=lambda i: (reqs[i].draft_backlog, -reqs[i].tokens_left))
+    if judgement_cost(self, [best], batch) > hoped_gain(self, known, ks, probs, caps, batch):
+        return None
+    others = [i for i in known if i != best]
+    if not judgements_pay(self, others, ks, probs, caps, batch, [1.0] * max(self.probe_k, 1)):
+        return None
+    return best
 
 
 def rejudging_could_pay(

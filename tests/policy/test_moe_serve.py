@@ -733,3 +733,60 @@ def test_the_hoped_gain_is_the_time_the_remaining_tokens_save(tokens_left):
     assert best > 0, "speculation at the hoped-for acceptance must pay in this model"
     gain = hoped_gain(policy, [0], [0], [[0.0] * policy.k_max], [policy.probe_k], view)
     assert gain == pytest.approx(best * tokens_left, rel=1e-6)
+
+
+def wave(tokens_so_far, backlogs, tokens_left=28):
+    """A judging batch (STANDALONE-like) of requests r0.. whose draft caches lag `backlogs` tokens."""
+    requests = tuple(
+        RequestView(f"r{i}", tokens_so_far=tokens_so_far, draft_backlog=b, tokens_left=tokens_left)
+        for i, b in enumerate(backlogs)
+    )
+    return BatchView(now=0.0, requests=requests, max_k=4, judging=True)
+
+
+@pytest.mark.parametrize(("scout_hits", "others_judged"), [((1,) * 8, True), ((0,) * 8, False)])
+def test_a_scout_is_judged_alone_where_a_waves_first_judgements_do_not_pay_together(scout_hits, others_judged):
+    """First judgements of a wave whose catch-up costs more than drafts hoped at `probe_hope` would save: the
+    cheapest request (the shortest backlog) is judged alone, and the next step the others are weighed again at what
+    it measured where that is higher (here, drafts that all matched: judged together) or at `probe_hope` (drafts
+    that failed: not judged, and no second scout). On the CPU engine a wave of 8 STANDALONE prose requests at
+    batch 8 was declined near break-even at 0.8 in two rounds of three, where its drafts then proved 0.9-0.99."""
+    from service.policy.moe_serve_probe import judgement_cost, judgements_pay
+
+    policy = cpu_like(0.9)
+    backlogs = [1400] * 3 + [1300] + [1400] * 4
+    view = wave(policy.judge_after, backlogs)
+    group = list(range(8))
+    zeros, caps = [0] * 8, [4] * 8
+    probs = [[0.0] * policy.k_max] * 8
+    assert not judgements_pay(policy, group, zeros, probs, caps, view)  # the premise: not at probe_hope
+    assert judgements_pay(policy, group, zeros, probs, caps, view, [1.0] * policy.probe_k)  # at full acceptance
+    assert judgement_cost(policy, [3], view) < judgement_cost(policy, group, view) / 4
+    for t in range(1, policy.judge_after):
+        assert not policy.decide(wave(t, backlogs)).judge
+    d = policy.decide(view)
+    assert d.judge == {"r3"} and {r.k for r in d.requests} == {0}
+    shadow = tuple(ShadowOutcome("r3", 3, 1, hit) for hit in scout_hits)
+    policy.observe(replace(stats([0] * 8, [0] * 8, 0.2), shadow=shadow, plain=True))
+    after = wave(policy.judge_after + 1, [0 if i == 3 else b for i, b in enumerate(backlogs)])
+    judged = policy.decide(after).judge
+    assert judged == ({f"r{i}" for i in range(8) if i != 3} if others_judged else frozenset())
+    if not others_judged:  # weighed again at the back-off interval, at probe_hope: declined, and no second scout
+        later = [policy.decide(after).judge for _ in range(2 * policy.judge_after)]
+        assert later == [frozenset()] * len(later)
+
+
+def test_the_batch_hope_is_only_raised_by_what_requests_measured():
+    """`batch_hope`: the hoped-for rate where nothing was measured or what was measured is lower; an optimistic
+    bound on a request's measured acceptance where that is higher."""
+    from service.policy.moe_serve_probe import batch_hope
+
+    policy = cpu_like(0.9)
+    view = wave(8, [100, 100])
+    assert batch_hope(policy, view) == [policy.probe_hope] * policy.probe_k
+    for _ in range(8):
+        policy.accept.update("r0", 1, 0)
+    assert batch_hope(policy, view) == [policy.probe_hope] * policy.probe_k
+    for _ in range(8):
+        policy.accept.update("r1", 3, 3)
+    assert min(batch_hope(policy, view)) > policy.probe_hope
