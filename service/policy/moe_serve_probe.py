@@ -160,15 +160,14 @@ def scout(
     tokens left), where no request of the batch has measured its acceptance yet, its judgement costs less than
     what the group's speculating would save at the hoped-for rate (what the scout may find is worth that much to
     the group), and what it finds could lead the others to be judged (their judgements would pay were every draft
-    accepted; a group of one has no others: its judgement alone was just weighed). On the CPU engine's STANDALONE cells (moe-fine x48, batch 8) the first judgements of a wave of 8
-    ~100-token contexts cost ~40 ms, near what drafts hoped at 0.8 would save there, and prose, whose drafts were
-    then accepted at 0.9-0.99, speculated in one round of three; one request's judgement costs ~7 ms."""
+    accepted; a group of one has no others: its judgement alone was just weighed). On the CPU engine's STANDALONE
+    cells (moe-fine x48, batch 8, AVX-512 host) the first judgements of a wave of 8 ~100-token contexts cost ~40
+    ms, near what drafts hoped at 0.8 would save there, and prose, whose drafts were then accepted at 0.9-0.99,
+    speculated in one round of three; one request's judgement costs ~7 ms."""
     if any(self.accept.observed(r.request_id) > 0 for r in batch.requests):
         return None
     reqs = batch.requests
     known = [i for i in group if reqs[i].tokens_left is not None]
-    if not known:
-        return None
     if len(known) < 2:
         return None
     best = min(known, key=lambda i: (reqs[i].draft_backlog, -reqs[i].tokens_left))
