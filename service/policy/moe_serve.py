@@ -85,9 +85,10 @@
            save, so small changes in the calibrated prices decided whether prose, whose drafts then proved 0.9-0.99,
            speculated at all (one round of three in the twenty-fourth session's runs). Where no request of the batch
            has measured its acceptance yet, the cheapest one of the group is judged alone where that costs less than
-           the group's hoped gain (`scout`); the others are weighed again the next step, at the hoped-for rate raised
-           to what any request of the batch measured (`batch_hope`, an optimistic bound as for rejudging; only
-           raised, since requests decoding together need not be alike).
+           the group's hoped gain and the others' judgements would pay were every draft accepted (`scout`); the
+           others are weighed again the next step, at the hoped-for rate raised to what any request of the batch
+           measured (`batch_hope`, an optimistic bound as for rejudging; only raised, since requests decoding
+           together need not be alike).
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
