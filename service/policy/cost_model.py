@@ -97,6 +97,7 @@ class StepTimeModel:
         self._other_by_bucket: dict[tuple[bool, int], float] = {}  # the same per batch-size bucket (`other_time`)
         self._other_fit: dict[tuple[bool, int], float] = {}  # what `other_time` prices: the above at the last refit
         self._other_memo: dict[tuple[bool, int], float] = {}  # `other_time`'s answers since the last refit
+        self._plain_memo: dict[tuple[int, int | None], tuple[float, float]] = {}  # `_plain_price`'s since then
         self._prior_affinity = affinity  # a bucket's affinity before it (or a smaller one) is measured
         self._unmeasured = Routing(affinity)  # what `routing` answers before any bucket at or below is measured
         self._routing: dict[int, Routing] = {}  # batch_bucket -> what its verifies measured
@@ -164,8 +165,10 @@ class StepTimeModel:
         a step is that request's alone (moe_serve.py's docstring, own cost). Requests differ there by more than their
         expert reuse prices: on the CPU engine (STANDALONE, moe-fine x48, batch 1) a code request's one-draft steps
         took 55-60 ms, each priced at 50.4 ms, and it kept verifying one draft at p ~ 0.9, 1.08x the time a plain
-        decode of its tokens took. For predictions only: it shares this
-        model's measured rows."""
+        decode of its tokens took; a prose request's three-draft steps took 37-45 ms, priced at 56-68 ms from code
+        steps (its accepted drafts routed to the experts of the token before them), and after one rejection it
+        decoded plain at p ~ 0.7. A ratio below 1 never prices a speculative step under a plain one
+        (`_plain_price`). For predictions only: it shares this model's measured rows."""
         out = copy.copy(self)
         out._own_ratio = ratio
         return out
@@ -178,8 +181,10 @@ class StepTimeModel:
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
     ) -> float:
         """The target forward: a plain decode when no request verifies a draft (tokens == requests), else a verify;
-        either scaled by its bucket's calibration (`_scale`)."""
-        return self._raw_verify_time(tokens, requests, budget, accepted) * self._scale(tokens, requests, None, accepted)
+        either scaled by its bucket's calibration (`_scale`); a verify never under a plain decode (`_plain_price`)."""
+        raw = self._raw_verify_time(tokens, requests, budget, accepted)
+        price = raw * self._scale(tokens, requests, None, accepted)
+        return price if tokens <= requests else max(price, self._plain_price(requests, budget)[0])
 
     def _raw_verify_time(self, tokens: int, requests: int, budget: int | None, accepted: float | None) -> float:
         c = self.coef
@@ -198,9 +203,26 @@ class StepTimeModel:
         accepted: float | None = None,
     ) -> float:
         """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens);
-        `accepted`: drafts expected accepted (`experts`). Scaled by its bucket's calibration (`_scale`)."""
+        `accepted`: drafts expected accepted (`experts`). Scaled by its bucket's calibration (`_scale`); a
+        speculative step never under a plain one (`_plain_price`)."""
         raw = self._raw_step_time(tokens, requests, draft_steps, draft_tokens, budget, backlog_tokens, accepted)
-        return raw * self._scale(tokens, requests, draft_steps, accepted)
+        price = raw * self._scale(tokens, requests, draft_steps, accepted)
+        return price if tokens <= requests else max(price, self._plain_price(requests, budget)[1])
+
+    def _plain_price(self, requests: int, budget: int | None) -> tuple[float, float]:
+        """The (target forward, step) a plain decode of `requests` is priced at: the floor of a speculative step's
+        price, which does all a plain decode of its requests does and more. Calibrated and scaled prices need not
+        keep to it (each is a ratio measured on other steps, and `owning` may scale a request's below 1): a
+        speculative step priced under a plain one makes its drafts look free at any acceptance. Worked out once
+        per refit (plain prices do not depend on `hoped`, `reusing` or `owning`)."""
+        key = (requests, budget)
+        found = self._plain_memo.get(key)
+        if found is None:
+            scale = self._scale(requests, requests, 0, None)
+            verify = self._raw_verify_time(requests, requests, budget, None) * scale
+            step = self._raw_step_time(requests, requests, 0, 0, budget, 0.0, None) * scale
+            found = self._plain_memo[key] = (verify, step)
+        return found
 
     def _raw_step_time(
         self,
@@ -335,7 +357,7 @@ class StepTimeModel:
         # costs at this machine's scale, not zero (zero priced every draft as free on the CPU engine until the next
         # refit after a drafting step; in the meantime a batch of 8 probed and speculated at 1.3x a plain step)
         other = self._other.get(False, self._other.get(True, p.other))
-        self._other_fit, self._other_memo = dict(self._other_by_bucket), {}
+        self._other_fit, self._other_memo, self._plain_memo = dict(self._other_by_bucket), {}, {}
         self.coef = StepCoefficients(
             verify_fixed=max(verify[0], 0.0),
             verify_extra=max(verify[1], 0.0),

@@ -100,8 +100,8 @@
   own cost a speculative step of a batch of one is that request's alone, so its measured time against what the policy
            prices it at (given the drafts its verify accepted) is the request's own: the mean log of that ratio over its
            latest batch-1 speculative steps, priced by the current model, shrunk toward 0 by n / (n + 1), scales the
-           prices of its later speculative steps at batch 1 where it is above 1 (moe_serve_observe.own_cost,
-           StepTimeModel.owning; plain steps as they are; only dearer, OWN_RATIO_BOUNDS says why). Requests differ by
+           prices of its later speculative steps at batch 1, within OWN_RATIO_BOUNDS and never under a plain step's
+           price (moe_serve_observe.own_cost, StepTimeModel.owning; plain steps as they are). Requests differ by
            more than their expert reuse prices and the bucket's calibration mixes them: in the CPU engine's STANDALONE
            code cell (moe-fine x48, batch 1) one request's one-draft steps took 55-60 ms, each priced 50.4 ms, and it
            verified one draft at p ~ 0.9 six times, 1.08x the time a plain decode of its tokens took; a prose request's
@@ -250,10 +250,11 @@ class MoeServePolicy:
                 caps.append(life_cap(min(k_cap, r.draft_depth), r))
         # nothing to draft (no NGRAM match, every request capped), or no draft that could be accepted (every request
         # unjudged, or judged at p = 0): no pricing needed. A draft accepted with probability 0 only adds time, though
-        # calibrated prices can put a one-draft step under a plain one: the two are calibrated on different steps (in a
-        # STANDALONE code cell on the CPU engine, moe-fine x48 at batch 1, plain steps were priced 26.4 ms after a
-        # burst of load, for 22-23 ms measured once it had passed); and pricing every K took ~0.06 ms of the 0.066 ms
-        # decide() of an unjudged request at batch 1 (scratch timing of decide() alone, best of 5)
+        # calibrated prices can put a one-draft step at a plain one's (StepTimeModel._plain_price): the two are
+        # calibrated on different steps (in a STANDALONE code cell on the CPU engine, moe-fine x48 at batch 1, plain
+        # steps were priced 26.4 ms after a burst of load, for 22-23 ms measured once it had passed); and pricing every
+        # K took ~0.06 ms of the 0.066 ms decide() of an unjudged request at batch 1 (scratch timing of decide() alone,
+        # best of 5)
         chosen = [0] * len(caps)
         if any(c > 0 and p[0] > 0.0 for p, c in zip(probs, caps, strict=True)):
             chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)

@@ -12,11 +12,14 @@ if TYPE_CHECKING:
     from service.policy.cost_model import StepTimeModel
     from service.policy.moe_serve import MoeServePolicy
 
-# what a request's own cost ratio may scale its speculative prices by (own_cost): never below 1, only dearer. A
-# cheaper-than-priced request would be priced below the bucket that calibrated it, and a speculative step under a
-# plain step's price makes drafts look free at any acceptance (seen in a unit test: steps all timed alike, p = 0,
-# the request speculated every step); the bucket's calibration already prices the requests that run cheaper
-OWN_RATIO_BOUNDS = (1.0, 1.5)
+# what a request's own cost ratio may scale its speculative prices by (own_cost). Cheaper as well as dearer: on the
+# CPU engine (STANDALONE, moe-fine x48, batch 1) the first prose requests after code ones had their three-draft
+# steps priced at 1.3-1.5x what they took (the bucket's calibration learnt from code), and where a rejection took
+# their acceptance to ~0.7 they decoded plain for 4 steps at a time. Cheaper only as far as steps whose drafts
+# were mostly accepted say (own_ratio), and never under a plain step's price (StepTimeModel._plain_price): priced
+# under it a speculative step makes drafts look free at any acceptance (seen in a unit test: steps all timed alike,
+# p = 0, the request speculated every step)
+OWN_RATIO_BOUNDS = (0.5, 1.5)
 
 # steps after which the cost model is refitted besides every `refit_every`: the prior's scale is a GPU's, so the
 # first measured steps replace it at once (a CPU step takes 5-20x what it predicts); likewise when a batch size's
@@ -79,17 +82,28 @@ def own_cost(self: MoeServePolicy, stats: StepStats) -> None:
 def own_ratio(self: MoeServePolicy, request_id: str, model: StepTimeModel) -> float:
     """The factor a request's speculative steps are priced by at batch 1: exp of the mean log of measured / `model`'s
     price over its kept steps (priced now, so a refit since does not count twice), shrunk toward 1 by n / (n + 1)
-    for n steps (one step moves the price half way), within OWN_RATIO_BOUNDS; 1 where none was kept."""
-    steps = self._own.get(request_id, ())
-    logs = []
-    for tokens, draft_steps, drafts, backlog, accepted, measured in steps:
+    for n steps (one step moves the price half way), within OWN_RATIO_BOUNDS; 1 where none was kept. Cheaper than
+    priced only as far as its steps whose drafts were mostly accepted say: what makes a request's speculation cheap
+    is accepted drafts that route with the token before them (prose), and a step whose drafts were rejected says
+    nothing about that (in a unit test whose steps all took the same time, a request whose probe's drafts were all
+    rejected was priced at a plain step and speculated at the p one failure left it)."""
+    logs, accepted_logs = [], []
+    for tokens, draft_steps, drafts, backlog, accepted, measured in self._own.get(request_id, ()):
         predicted = model.step_time(tokens, 1, draft_steps, drafts, self.expert_budget, backlog, accepted)
         if predicted > 0 and measured > 0:
             logs.append(math.log(measured / predicted))
-    if not logs:
-        return 1.0
+            if 2 * accepted >= drafts:
+                accepted_logs.append(logs[-1])
+    ratio = _shrunk(logs)
+    if ratio < 1.0:
+        ratio = min(_shrunk(accepted_logs), 1.0)
     low, high = OWN_RATIO_BOUNDS
-    return min(max(math.exp(sum(logs) / (len(logs) + 1)), low), high)
+    return min(max(ratio, low), high)
+
+
+def _shrunk(logs: list[float]) -> float:
+    """exp of the mean of `logs` shrunk toward 0 by n / (n + 1); 1 for none."""
+    return math.exp(sum(logs) / (len(logs) + 1))
 
 
 def drafted_probs(self: MoeServePolicy, request_id: str, depth: int) -> list[float]:

@@ -409,3 +409,21 @@ def test_the_error_is_the_spread_of_the_steps_at_the_depth_priced():
         lookups.add((4, 1, 0, 3, 0, 3), 2.0 * (1.1 if i % 2 else 1.0))  # draft_steps 0: a lookup
     lookups.refit()
     assert lookups.spread_for(3) == lookups.spread == pytest.approx(math.log(1.1) / 2)
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0])
+def test_a_speculative_step_is_never_priced_under_a_plain_one(ratio):
+    """A verify does all a plain decode of its requests does: where a calibration or a request's own ratio would put
+    a speculative step under a plain one, it is priced at the plain one (drafts must not look free)."""
+    model = StepTimeModel(MoeShape(32, 4, 4), StepCoefficients(1e-3, 1e-5, 1e-5, 0.0, 0.0, 1e-3), ridge=1e-6)
+    for _ in range(16):  # plain steps measured dear, speculative ones cheap: the two calibrations disagree
+        model.add(1, 1, [4] * 4, 0, 0, verify_s=0.030, draft_s=0.0, other_s=0.0005, plain=True)
+        model.add(2, 1, [8] * 4, 1, 1, verify_s=0.010, draft_s=0.002, other_s=0.001)
+        model.add(4, 1, [16] * 4, 3, 3, verify_s=0.012, draft_s=0.006, other_s=0.001)
+    model.refit()
+    priced = model.owning(ratio)
+    plain_step, plain_forward = priced.step_time(1, 1, 0, 0), priced.verify_time(1, 1)
+    for tokens in (2, 3, 4):
+        assert priced.step_time(tokens, 1, tokens - 1, tokens - 1) >= plain_step
+        assert priced.verify_time(tokens, 1) >= plain_forward
+    assert model.owning(0.5).step_time(4, 1, 3, 3) == plain_step  # the floor is what binds here
