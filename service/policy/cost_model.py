@@ -33,6 +33,11 @@ predicted gain to exceed (moe_serve.py, margin). Plain steps are calibrated the 
 per bucket: the fit is dominated by the speculative steps and priced plain steps with a bias too (Intel Xeon,
 moe-fine x48, NGRAM: measured / predicted 0.94 at batch 1 and 0.73 at batch 8), and a plain step priced 36 % too
 dear against calibrated speculative ones made batch-8 arithmetic speculate on drafts judged at p = 0-0.1.
+Until a bucket's speculative steps are calibrated they are priced by its plain steps' ratio, the fit's bias at that
+batch size: priced by the fit alone against calibrated plain steps, a batch-8 step of STANDALONE prose drafts
+(CPU engine, moe-fine x48, AMD EPYC with AVX-512) was 1.29x dearer than its plain step's ratio said, the first
+judgements of prose waves did not pay, and no prose wave at batch 8 speculated (0.98x of the synchronous plain
+engine's TPOT in that run against 0.71x in the run before, where the fit's bias happened to be smaller).
 """
 
 from __future__ import annotations
@@ -243,13 +248,16 @@ class StepTimeModel:
 
     def _scale(self, tokens: int, requests: int, draft_steps: int | None, accepted: float | None) -> float:
         """Measured / predicted for a speculative step of this batch size, draft depth and expected outcome
-        (Calibration.ratio_for), a plain step by its bucket's plain steps' ratio; 1 for an unmeasured bucket."""
+        (Calibration.ratio_for), a plain step by its bucket's plain steps' ratio; 1 for an unmeasured bucket. A
+        bucket whose speculative steps are not calibrated yet prices them by its plain steps' ratio: the fit's bias
+        at this batch size, which a speculative step shares (module docstring, calibration)."""
+        plain = self._plain_calibration.get(batch_bucket(requests))
+        plain_ratio = 1.0 if plain is None else plain.ratio
         if tokens <= requests:
-            plain = self._plain_calibration.get(batch_bucket(requests))
-            return 1.0 if plain is None else plain.ratio
+            return plain_ratio
         found = self._calibration.get(batch_bucket(requests))
-        if found is None:
-            return self._own_ratio
+        if found is None or not found.measured:
+            return plain_ratio * self._own_ratio
         share = None if accepted is None else accepted / (tokens - requests)
         return found.ratio_for(draft_steps, share) * self._own_ratio
 

@@ -39,6 +39,7 @@ class Calibration:
         self._memo: dict[tuple, float] = {}  # (draft_steps, mostly accepted) -> `ratio_for`'s answer
         self._depth_spread: dict[int, float] = {}  # draft steps > 0 -> `spread` of its steps, where min_steps
         self._added = 0  # steps added in all
+        self._measured = False  # the ratios come from min_steps steps or more (else every ratio is 1)
         self.due = False
 
     def add(self, step: tuple, measured_s: float) -> None:
@@ -49,6 +50,12 @@ class Calibration:
 
     def refit(self) -> None:
         self._stale, self.due = bool(self._steps), False
+
+    @property
+    def measured(self) -> bool:
+        """Whether `min_steps` steps were measured at the last refit (until then every ratio is 1)."""
+        self._update()
+        return self._measured
 
     @property
     def ratio(self) -> float:
@@ -88,7 +95,8 @@ class Calibration:
             return
         self._stale, self._memo = False, {}
         rows = [(step, math.log(m / t)) for step, m in self._steps if (t := self._predict(step)) > 0]
-        if len(rows) < self._min_steps:
+        self._measured = len(rows) >= self._min_steps
+        if not self._measured:
             return
         by_key: dict[tuple, list[float]] = {}
         for step, x in rows:
