@@ -224,9 +224,8 @@ class StepTimeModel:
         found = self._plain_memo.get(key)
         if found is None:
             scale = self._scale(requests, requests, 0, None)
-            verify = self._raw_verify_time(requests, requests, budget, None) * scale
-            step = self._raw_step_time(requests, requests, 0, 0, budget, 0.0, None) * scale
-            found = self._plain_memo[key] = (verify, step)
+            verify = self._raw_verify_time(requests, requests, budget, None)
+            found = self._plain_memo[key] = (verify * scale, (verify + self.other_time(True, requests)) * scale)
         return found
 
     def _raw_step_time(
@@ -251,15 +250,14 @@ class StepTimeModel:
         (Calibration.ratio_for), a plain step by its bucket's plain steps' ratio; 1 for an unmeasured bucket. A
         bucket whose speculative steps are not calibrated yet prices them by its plain steps' ratio: the fit's bias
         at this batch size, which a speculative step shares (module docstring, calibration)."""
-        plain = self._plain_calibration.get(batch_bucket(requests))
+        bucket = batch_bucket(requests)
+        found = None if tokens <= requests else self._calibration.get(bucket)
+        if found is not None and found.measured:
+            share = None if accepted is None else accepted / (tokens - requests)
+            return found.ratio_for(draft_steps, share) * self._own_ratio
+        plain = self._plain_calibration.get(bucket)
         plain_ratio = 1.0 if plain is None else plain.ratio
-        if tokens <= requests:
-            return plain_ratio
-        found = self._calibration.get(batch_bucket(requests))
-        if found is None or not found.measured:
-            return plain_ratio * self._own_ratio
-        share = None if accepted is None else accepted / (tokens - requests)
-        return found.ratio_for(draft_steps, share) * self._own_ratio
+        return plain_ratio if tokens <= requests else plain_ratio * self._own_ratio
 
     def calibration_due(self) -> bool:
         """Whether a batch-size bucket has just measured enough speculative (or plain) steps to be calibrated
