@@ -55,7 +55,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=EngineSettings().cpu_gemm,
         choices=CPU_GEMM,
         help="CPU engine's expert products: tuned = the fastest form per shape and row count (our stream kernel "
-        "included); torch = the same without it; linear = SGLang's (the last two for comparisons)",
+        "included); lockstep = with its first walk only; torch = without it; linear = SGLang's (the last three for "
+        "comparisons)",
     )
     parser.add_argument(
         "--draft-forward",

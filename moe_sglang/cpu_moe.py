@@ -13,8 +13,8 @@ weights on the input) goes to SGLang's function unchanged.
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
 `moe_forward_native` from its module at each call, so replacing that module attribute is the one seam.
-Setting `cpu_gemm=torch` (settings.py) tunes torch's forms only, `cpu_gemm=linear` leaves SGLang's function in
-place, for comparisons.
+Setting `cpu_gemm=lockstep` (settings.py) tunes the stream kernel's first walk only, `cpu_gemm=torch` torch's forms
+only, `cpu_gemm=linear` leaves SGLang's function in place, for comparisons.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import logging
 
 import torch
 
-from service.kernels.small_gemm import FORMS, GemmPlan, moe_experts
+from service.kernels.small_gemm import FORMS, STREAM_FORMS, GemmPlan, moe_experts
 
 logger = logging.getLogger(__name__)
 
@@ -32,14 +32,21 @@ PLAN = GemmPlan()  # per process: tuned on the first forward of each expert shap
 _ORIGINAL: list = []  # SGLang's function, for the cases this path leaves to it
 
 
-def install(stream: bool = True) -> None:
-    """Replace SGLang's CPU MoE forward; `stream`: our stream kernel is one of the forms tuned (setting
-    `cpu_gemm=tuned`), else only torch's (`cpu_gemm=torch`)."""
+# the forms each setting of cpu_gemm tunes (settings.CPU_GEMM; `linear` does not install this path)
+CANDIDATES = {
+    "tuned": FORMS,
+    "lockstep": tuple(f for f in FORMS if f not in STREAM_FORMS[1:]),
+    "torch": tuple(f for f in FORMS if f not in STREAM_FORMS),
+}
+
+
+def install(gemm: str = "tuned") -> None:
+    """Replace SGLang's CPU MoE forward, its products tuned over the forms of `gemm` (CANDIDATES)."""
     from sglang.srt.layers.moe import fused_moe_native
 
     from moe_sglang.touchpoints import hook
 
-    PLAN.candidates = FORMS if stream else tuple(f for f in FORMS if f != "stream")
+    PLAN.candidates = CANDIDATES[gemm]
     if not _ORIGINAL:
         _ORIGINAL.append(fused_moe_native.moe_forward_native)
     hook(TARGET, moe_forward, "replace")

@@ -23,8 +23,9 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed;
 7. runs SGLang's CPU MoE forward with each expert's products in the form the CPU runs fastest for their few rows,
-   tuned on the weights at the first forward, our stream kernel among the forms (cpu_moe.py; setting
-   `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=linear` keeps SGLang's);
+   tuned on the weights at the first forward, our stream kernel's walks among the forms (cpu_moe.py; setting
+   `cpu_gemm=lockstep` keeps its first walk only, `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=linear` keeps
+   SGLang's);
 8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
 10. makes sampled speculative verification lossless on CPU (sampled_verify.py).
@@ -90,7 +91,7 @@ def _load_cpu() -> None:
     STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel", attention=settings.cpu_attention)
     cpu_attention.register()
     if settings.cpu_gemm != "linear":
-        cpu_moe.install(stream=settings.cpu_gemm == "tuned")
+        cpu_moe.install(settings.cpu_gemm)
     cpu_rope.install()
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")

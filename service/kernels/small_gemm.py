@@ -11,12 +11,16 @@ Measured on a 2-core AMD EPYC (AVX-512, no AMX; MKL, 1 thread, moe-fine x48's ex
     same, m = 1 as two rows: 1.48
     w2: F.linear is the faster (0.78 at m = 1, ~bandwidth).
 
-The same product in three forms (`FORMS`):
+The same product in six forms (`FORMS`):
     linear        F.linear(x, w): the reference
     weight_major  (w @ x.T).T: BLAS sees the weight as the left operand; a single row is doubled first (the
                   two-column product ran at twice the speed of the one-row one above)
     stream        our C++ kernel that reads the weight once at any row count (stream_gemm.py, where it builds:
                   on a 2-core Intel Xeon with AVX-512 it took 0.69 ms for 4 rows of w13 where F.linear took 1.33)
+    stream_l2, stream_l2_near, stream_seq
+                  the same kernel walking the weight another way (stream_gemm.KINDS: prefetching into L2, nearer
+                  ahead, or in address order); on a 2-core AMD EPYC w13 at 1 row read 10.4 GB/s as `stream` and
+                  28.4 as `stream_seq`, w2 21.5 and 27.4 as `stream_l2_near`
 Which form wins depends on the CPU, its BLAS and the shape, so nothing is assumed: `GemmPlan.tune` times every form
 available here on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps
 the fastest; larger products use `linear`. The forms compute the same sums in different orders, so results agree to
@@ -37,7 +41,8 @@ import torch.nn.functional as F
 
 from service.kernels import stream_gemm
 
-FORMS = ("linear", "weight_major", "stream")
+FORMS = ("linear", "weight_major", "stream", "stream_l2", "stream_l2_near", "stream_seq")
+STREAM_FORMS = FORMS[2:]  # our kernel's, one per stream_gemm.KINDS entry
 MARGIN = 0.05  # a form other than `linear` is kept only where it timed at least this much faster
 MAX_ROWS = 16  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
 
@@ -54,21 +59,26 @@ def weight_major(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.mm(w, x.t()).t().contiguous()
 
 
-def stream(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x @ w.T by stream_gemm's kernel (1..stream_gemm.MAX_ROWS rows, float32)."""
-    return stream_gemm.stream_linear(x, w)
+def stream(x: torch.Tensor, w: torch.Tensor, kind: int = 0) -> torch.Tensor:
+    """x @ w.T by stream_gemm's kernel (1..stream_gemm.MAX_ROWS rows, float32), walking the weight as
+    stream_gemm.KINDS[kind]."""
+    return stream_gemm.stream_linear(x, w, None, kind)
+
+
+def _stream_kind(kind: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    return lambda x, w: stream_gemm.stream_linear(x, w, None, kind)
 
 
 _FORM_FN: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "linear": linear,
     "weight_major": weight_major,
-    "stream": stream,
+    **{form: _stream_kind(kind) for kind, form in enumerate(STREAM_FORMS)},
 }
 
 
 def available_forms() -> tuple[str, ...]:
-    """The forms this machine can run: `stream` only where its kernel built (stream_gemm.load)."""
-    return tuple(f for f in FORMS if f != "stream" or stream_gemm.load())
+    """The forms this machine can run: the stream forms only where their kernel built (stream_gemm.load)."""
+    return tuple(f for f in FORMS if f not in STREAM_FORMS or stream_gemm.load())
 
 
 @dataclass
@@ -154,13 +164,13 @@ def moe_experts(
 def time_forms(
     stack: torch.Tensor, rows: int, repeats: int = 5, candidates: tuple[str, ...] = FORMS
 ) -> dict[str, float]:
-    """Seconds per form of `candidates` available for `stack` and `rows` (`stream`: float32, up to its row limit)
+    """Seconds per form of `candidates` available for `stack` and `rows` (stream forms: float32, up to their row limit)
     against the matrices of `stack` (at most 8, one product each, so the weights come from memory as in a step): the
     best of `repeats` passes, the forms taking turns pass by pass."""
     x = torch.randn(rows, stack.shape[2], dtype=stack.dtype)
     mats = [stack[i] for i in range(min(stack.shape[0], 8))]
     streams = stack.dtype == torch.float32 and rows <= stream_gemm.MAX_ROWS
-    forms = [f for f in available_forms() if f in candidates and (f != "stream" or streams)]
+    forms = [f for f in available_forms() if f in candidates and (f not in STREAM_FORMS or streams)]
     best = {}
     for form in forms:
         _FORM_FN[form](x, mats[0])  # warm the BLAS path

@@ -16,10 +16,13 @@ moe-fine x48's, visited in random order so each weight comes from memory; ms per
 Each output feature is a dot product of a weight row with every x row (the x rows stay in cache), R features at a
 time so each weight vector is loaded once and each x vector reused R times; software prefetch 8 KB ahead of each
 weight row keeps enough of the weight in flight (without it the 4-row product took 1.1 ms, no faster than BLAS).
-The CPU differs between machines: the kernel is compiled for AVX-512F, AVX2 + FMA and SSE2 and `best_isa()` asks
-the CPU which it runs. Sums run in another order than BLAS's: results agree with F.linear to float rounding.
+That walk (`lockstep`) read a short-rowed weight (w13, 1 KB rows) at a third of the memory's rate on a 2-core AMD
+EPYC, where reading it in address order (`sequential`) or prefetching into L2 ran 1.5-2.7x faster (the C++ file's
+table): the walk is one of `KINDS`, and small_gemm's plan times each on the weights it will multiply. The CPU
+differs between machines: the kernel is compiled for AVX-512F, AVX2 + FMA and SSE2 and `best_isa()` asks the CPU
+which it runs. Sums run in another order than BLAS's: results agree with F.linear to float rounding.
 
-`load()` builds once per checkout (about 25 s; setup.sh does it ahead) into build/extensions/ and loads the library
+`load()` builds once per checkout (about 35 s; setup.sh does it ahead) into build/extensions/ and loads the library
 from there afterwards; where it cannot be built (no compiler) it returns False with the reason, and small_gemm
 keeps its torch forms.
 """
@@ -39,6 +42,9 @@ logger = logging.getLogger(__name__)
 SOURCE = Path(__file__).parent / "csrc" / "stream_gemm.cpp"
 NAME = "moe_serve_stream_gemm"
 MAX_ROWS = 16
+# how the weight is walked and prefetched, the op's `kind` (csrc/stream_gemm.cpp's Kind, its table): R features side
+# by side with a prefetch into L1 / into L2 / into L2 nearer ahead, or one feature after another (address order)
+KINDS = ("lockstep", "lockstep_l2", "lockstep_l2_near", "sequential")
 CFLAGS = ("-O3",)  # no -march: the ISA variants are compiled by target attributes and chosen at run time
 ISAS = ("avx512", "avx2", "base")  # widest first
 
@@ -75,12 +81,13 @@ def supported_isas() -> list[str]:
     return list(ISAS[ISAS.index(best_isa()) :])
 
 
-def stream_linear(x: torch.Tensor, w: torch.Tensor, isa: str | None = None) -> torch.Tensor:
-    """x [m, in] @ w [out, in].T -> [m, out], float32 CPU tensors, 1 <= m <= MAX_ROWS (the op checks and says).
-    Called for every expert product of a step: once loaded, no lock and no overload resolution."""
+def stream_linear(x: torch.Tensor, w: torch.Tensor, isa: str | None = None, kind: int = 0) -> torch.Tensor:
+    """x [m, in] @ w [out, in].T -> [m, out], float32 CPU tensors, 1 <= m <= MAX_ROWS (the op checks and says);
+    `kind` indexes KINDS. Called for every expert product of a step: once loaded, no lock and no overload
+    resolution."""
     if not _STATE.get("loaded"):
         _require()
-    return torch.ops.moe_serve.stream_linear.default(x, w, isa or _best())
+    return torch.ops.moe_serve.stream_linear.default(x, w, isa or _best(), kind)
 
 
 def _best() -> str:

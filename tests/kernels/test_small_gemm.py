@@ -1,9 +1,12 @@
 import pytest
 import torch
 
+from service.kernels import stream_gemm
 from service.kernels.small_gemm import (
+    _FORM_FN,
     FORMS,
     MAX_ROWS,
+    STREAM_FORMS,
     GemmPlan,
     available_forms,
     linear,
@@ -24,6 +27,8 @@ def test_weight_major_is_the_product(rows, out_features, in_features):
     torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(linear(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
     if rows <= MAX_ROWS:
+        for form in STREAM_FORMS:
+            torch.testing.assert_close(_FORM_FN[form](x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
         torch.testing.assert_close(stream(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
 
 
@@ -71,14 +76,16 @@ def test_time_forms_times_every_form():
     times = time_forms(torch.randn(3, 64, 32), rows=2, repeats=2)
     assert set(times) == set(available_forms()) and all(0 < t < 1 for t in times.values())
     assert "stream" in available_forms()  # the C++ kernel builds on the machines this project runs on
-    assert "stream" not in time_forms(torch.randn(2, 16, 8, dtype=torch.float64), rows=2, repeats=1)
-    assert "stream" not in time_forms(torch.randn(2, 16, 8), rows=17, repeats=1)  # beyond its row limit
+    assert set(STREAM_FORMS) <= set(times) and len(STREAM_FORMS) == len(stream_gemm.KINDS)
+    assert not set(STREAM_FORMS) & set(time_forms(torch.randn(2, 16, 8, dtype=torch.float64), rows=2, repeats=1))
+    assert not set(STREAM_FORMS) & set(time_forms(torch.randn(2, 16, 8), rows=17, repeats=1))  # beyond its rows
     assert MAX_ROWS >= 5  # a verify of 4 drafts gives an expert up to 5 rows of one request
 
 
 @pytest.mark.parametrize(
     ("tokens", "k", "form"),
-    [(1, 2, "weight_major"), (5, 3, "weight_major"), (9, 2, "linear"), (1, 2, "stream"), (5, 3, "stream")],
+    [(1, 2, "weight_major"), (5, 3, "weight_major"), (9, 2, "linear"), (1, 2, "stream"), (5, 3, "stream")]
+    + [(5, 3, form) for form in STREAM_FORMS[1:]],
 )
 def test_moe_experts_is_the_reference_moe(tokens, k, form):
     from service.kernels.moe_ref import moe_forward, route_topk

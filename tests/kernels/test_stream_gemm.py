@@ -27,9 +27,10 @@ def test_every_isa_computes_the_product(rows, out_features, in_features):
     w = torch.randn(out_features, in_features, generator=g)
     expected = x.double() @ w.double().t()
     for isa in stream_gemm.supported_isas():
-        y = stream_gemm.stream_linear(x, w, isa)
-        assert y.shape == (rows, out_features) and y.dtype == torch.float32 and y.is_contiguous()
-        torch.testing.assert_close(y.double(), expected, rtol=1e-5, atol=1e-4 * in_features**0.5)
+        for kind in range(len(stream_gemm.KINDS)):
+            y = stream_gemm.stream_linear(x, w, isa, kind)
+            assert y.shape == (rows, out_features) and y.dtype == torch.float32 and y.is_contiguous()
+            torch.testing.assert_close(y.double(), expected, rtol=1e-5, atol=1e-4 * in_features**0.5)
 
 
 def test_views_are_read_as_their_values():
@@ -65,3 +66,9 @@ def test_threads_split_the_outputs_not_the_result():
 def test_bad_input_is_refused_with_the_reason(x, w, isa, message):
     with pytest.raises(RuntimeError, match=message):
         stream_gemm.stream_linear(x, w, isa)
+
+
+@pytest.mark.parametrize("kind", [-1, len(stream_gemm.KINDS)])
+def test_an_unknown_walk_is_refused(kind):
+    with pytest.raises(RuntimeError, match="unknown kind"):
+        stream_gemm.stream_linear(torch.randn(2, 8), torch.randn(4, 8), None, kind)

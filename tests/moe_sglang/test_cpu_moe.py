@@ -81,10 +81,13 @@ def test_uncovered_cases_go_to_sglang(plan):
     assert len(seen) == 2 and not plan.forms
 
 
-@pytest.mark.parametrize(("stream", "candidates"), [(True, FORMS), (False, ("linear", "weight_major"))])
-def test_the_setting_decides_whether_the_stream_kernel_is_tuned(plan, monkeypatch, stream, candidates):
+@pytest.mark.parametrize(
+    ("gemm", "candidates"),
+    [("tuned", FORMS), ("lockstep", ("linear", "weight_major", "stream")), ("torch", ("linear", "weight_major"))],
+)
+def test_the_setting_decides_which_forms_are_tuned(plan, monkeypatch, gemm, candidates):
     from moe_sglang import touchpoints
 
     monkeypatch.setattr(touchpoints, "hook", lambda *args: None)
-    cpu_moe.install(stream=stream)
+    cpu_moe.install(gemm)
     assert plan.candidates == candidates

@@ -22,15 +22,33 @@
 namespace {
 
 constexpr int kMaxRows = 16;
-// Software prefetch, floats (8 KB) ahead of each weight row being read: without it the FMAs of a many-row loop slow
-// the loads and too little of the weight is in flight (4 rows of w13: 1.1 ms, no faster than BLAS; with it 0.66).
-// 1024 to 4096 floats read within a few percent of each other there; prefetching into L2 instead was no faster.
-constexpr int64_t kPrefetch = 2048;
+
+// How the weight is walked and prefetched (`kind`, the op's last argument). Which is fastest depends on the CPU and
+// the weight's shape, so GemmPlan times each on the layer's own weights (small_gemm.py's forms stream*). Measured on
+// a 2-core AMD EPYC with AVX-512 (1 thread, 96 experts shaped like moe-fine x48's visited in random order, weight
+// GB/s; a plain read of memory ran at 33.5 GB/s there):
+//
+//   kind            w13 [9216, 256]  rows 1    2    4    8     w2 [256, 4608]  rows 1    2    4    8
+//   kLockstep                          10.4 11.1  8.9  8.4                      21.5 18.9 16.3 11.9
+//   kLockstepL2                        16.0 23.4 18.8 17.4                      25.0 22.2 17.3 14.7
+//   kLockstepL2Near                    12.1 14.6  9.4 13.1                      27.4 25.2 17.8 16.0
+//   kSequential                        28.4 22.1 23.1 17.2                      22.9 17.0 13.2  8.8
+//
+// kLockstep (R output features side by side, software prefetch 8 KB ahead of each weight row into L1) was the fastest
+// on the 2-core Intel Xeon it was written on (4 rows of w13: 1.1 ms without the prefetch, 0.66 with it; 1024 to 4096
+// floats ahead within a few percent of each other). On the EPYC, R features side by side touch R weight rows 1 KB
+// apart at each step when a row is short (w13's 256 floats), and its prefetchers fetched them at a third of the rate
+// of a read in address order (kSequential: one feature after another, i.e. the weight in address order); prefetching
+// into L2 rather than L1 helped every lockstep walk there.
+enum Kind : int64_t { kLockstep = 0, kLockstepL2 = 1, kLockstepL2Near = 2, kSequential = 3 };
+constexpr int64_t kKinds = 4;
 
 // R output features at a time, M x rows: R * M accumulators of one vector each, every weight vector loaded once and
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
+// HINT and PF (floats ahead of each weight row being read) are the kind's prefetch.
+// kSequential: one output feature at a time, M accumulators, the weight read in address order.
 #define STREAM_KERNEL(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, HSUM)                                          \
-  template <int M, int R>                                                                                       \
+  template <int M, int R, int HINT, int64_t PF>                                                                 \
   __attribute__((target(TARGET))) void NAME##_block(const float* x, const float* w, float* y, int64_t j,        \
                                                     int64_t in, int64_t out, int64_t body) {                    \
     VEC acc[R][M];                                                                                              \
@@ -40,7 +58,7 @@ constexpr int64_t kPrefetch = 2048;
       VEC wv[R];                                                                                                \
       for (int a = 0; a < R; ++a) {                                                                             \
         wv[a] = LOAD(w + (j + a) * in + k);                                                                     \
-        _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + kPrefetch), _MM_HINT_T0);            \
+        _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF), static_cast<_mm_hint>(HINT));    \
       }                                                                                                         \
       for (int r = 0; r < M; ++r) {                                                                             \
         const VEC xv = LOAD(x + r * in + k);                                                                    \
@@ -56,34 +74,45 @@ constexpr int64_t kPrefetch = 2048;
       }                                                                                                         \
     }                                                                                                           \
   }                                                                                                             \
+  template <int M, int HINT, int64_t PF>                                                                        \
+  __attribute__((target(TARGET))) void NAME##_walk(const float* x, const float* w, float* y, int64_t begin,     \
+                                                   int64_t end, int64_t in, int64_t out, int64_t body) {        \
+    constexpr int R = (M <= 4) ? 4 : (M <= 8 ? 2 : 1); /* R * M accumulators within the register file */ \
+    int64_t j = begin;                                                                                          \
+    for (; j + R <= end; j += R) NAME##_block<M, R, HINT, PF>(x, w, y, j, in, out, body);                       \
+    for (; j < end; ++j) NAME##_block<M, 1, HINT, PF>(x, w, y, j, in, out, body);                               \
+  }                                                                                                             \
   template <int M>                                                                                              \
   __attribute__((target(TARGET))) void NAME##_rows(const float* x, const float* w, float* y, int64_t begin,     \
-                                                   int64_t end, int64_t in, int64_t out) {                      \
-    constexpr int R = (M <= 4) ? 4 : (M <= 8 ? 2 : 1); /* R * M accumulators within the register file */ \
+                                                   int64_t end, int64_t in, int64_t out, int64_t kind) {        \
     const int64_t body = in - in % WIDTH;                                                                       \
-    int64_t j = begin;                                                                                          \
-    for (; j + R <= end; j += R) NAME##_block<M, R>(x, w, y, j, in, out, body);                                 \
-    for (; j < end; ++j) NAME##_block<M, 1>(x, w, y, j, in, out, body);                                         \
+    switch (kind) {                                                                                             \
+      case kLockstep: return NAME##_walk<M, _MM_HINT_T0, 2048>(x, w, y, begin, end, in, out, body);             \
+      case kLockstepL2: return NAME##_walk<M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);           \
+      case kLockstepL2Near: return NAME##_walk<M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);        \
+      default: /* kSequential: one feature at a time, nearer prefetch for one row (fewer FMAs per byte) */      \
+        for (int64_t j = begin; j < end; ++j) NAME##_block<M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body); \
+    }                                                                                                           \
   }                                                                                                             \
   __attribute__((target(TARGET))) void NAME(const float* x, const float* w, float* y, int m, int64_t begin,     \
-                                            int64_t end, int64_t in, int64_t out) {                             \
+                                            int64_t end, int64_t in, int64_t out, int64_t kind) {               \
     switch (m) {                                                                                                \
-      case 1: return NAME##_rows<1>(x, w, y, begin, end, in, out);                                              \
-      case 2: return NAME##_rows<2>(x, w, y, begin, end, in, out);                                              \
-      case 3: return NAME##_rows<3>(x, w, y, begin, end, in, out);                                              \
-      case 4: return NAME##_rows<4>(x, w, y, begin, end, in, out);                                              \
-      case 5: return NAME##_rows<5>(x, w, y, begin, end, in, out);                                              \
-      case 6: return NAME##_rows<6>(x, w, y, begin, end, in, out);                                              \
-      case 7: return NAME##_rows<7>(x, w, y, begin, end, in, out);                                              \
-      case 8: return NAME##_rows<8>(x, w, y, begin, end, in, out);                                              \
-      case 9: return NAME##_rows<9>(x, w, y, begin, end, in, out);                                              \
-      case 10: return NAME##_rows<10>(x, w, y, begin, end, in, out);                                            \
-      case 11: return NAME##_rows<11>(x, w, y, begin, end, in, out);                                            \
-      case 12: return NAME##_rows<12>(x, w, y, begin, end, in, out);                                            \
-      case 13: return NAME##_rows<13>(x, w, y, begin, end, in, out);                                            \
-      case 14: return NAME##_rows<14>(x, w, y, begin, end, in, out);                                            \
-      case 15: return NAME##_rows<15>(x, w, y, begin, end, in, out);                                            \
-      default: return NAME##_rows<16>(x, w, y, begin, end, in, out);                                            \
+      case 1: return NAME##_rows<1>(x, w, y, begin, end, in, out, kind);                                        \
+      case 2: return NAME##_rows<2>(x, w, y, begin, end, in, out, kind);                                        \
+      case 3: return NAME##_rows<3>(x, w, y, begin, end, in, out, kind);                                        \
+      case 4: return NAME##_rows<4>(x, w, y, begin, end, in, out, kind);                                        \
+      case 5: return NAME##_rows<5>(x, w, y, begin, end, in, out, kind);                                        \
+      case 6: return NAME##_rows<6>(x, w, y, begin, end, in, out, kind);                                        \
+      case 7: return NAME##_rows<7>(x, w, y, begin, end, in, out, kind);                                        \
+      case 8: return NAME##_rows<8>(x, w, y, begin, end, in, out, kind);                                        \
+      case 9: return NAME##_rows<9>(x, w, y, begin, end, in, out, kind);                                        \
+      case 10: return NAME##_rows<10>(x, w, y, begin, end, in, out, kind);                                      \
+      case 11: return NAME##_rows<11>(x, w, y, begin, end, in, out, kind);                                      \
+      case 12: return NAME##_rows<12>(x, w, y, begin, end, in, out, kind);                                      \
+      case 13: return NAME##_rows<13>(x, w, y, begin, end, in, out, kind);                                      \
+      case 14: return NAME##_rows<14>(x, w, y, begin, end, in, out, kind);                                      \
+      case 15: return NAME##_rows<15>(x, w, y, begin, end, in, out, kind);                                      \
+      default: return NAME##_rows<16>(x, w, y, begin, end, in, out, kind);                                      \
     }                                                                                                           \
   }
 
@@ -114,7 +143,7 @@ inline float hsum128(__m128 v) {
 }
 STREAM_KERNEL(stream_base, "sse2", __m128, 4, zero128, load128, fma128, hsum128)
 
-using Kernel = void (*)(const float*, const float*, float*, int, int64_t, int64_t, int64_t, int64_t);
+using Kernel = void (*)(const float*, const float*, float*, int, int64_t, int64_t, int64_t, int64_t, int64_t);
 
 Kernel pick(const std::string& isa) {
   if (isa == "avx512") return stream_avx512;
@@ -129,7 +158,7 @@ std::string best_isa() {
   return "base";
 }
 
-torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10::string_view isa_view) {
+torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10::string_view isa_view, int64_t kind) {
   const std::string isa(isa_view);
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "stream_linear: x [m, in] and w [out, in] expected");
   TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32, "stream_linear: float32 only");
@@ -137,6 +166,7 @@ torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10:
   TORCH_CHECK(x.size(1) == w.size(1), "stream_linear: x has ", x.size(1), " features, w expects ", w.size(1));
   TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
   TORCH_CHECK(isa == "avx512" || isa == "avx2" || isa == "base", "stream_linear: unknown isa ", isa);
+  TORCH_CHECK(kind >= 0 && kind < kKinds, "stream_linear: unknown kind ", kind, " (0..", kKinds - 1, ")");
   TORCH_CHECK(isa == "base" || best_isa() == isa || (isa == "avx2" && best_isa() == "avx512"),
               "stream_linear: this CPU cannot run ", isa);
   const auto xc = x.contiguous();
@@ -150,7 +180,7 @@ torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10:
   // grain: about 64 KB of weight per task, so threads split a weight but never work on crumbs
   const int64_t grain = std::max<int64_t>(1, (64 * 1024 / 4) / std::max<int64_t>(in, 1));
   at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
-    kernel(xp, wp, yp, static_cast<int>(m), begin, end, in, out);
+    kernel(xp, wp, yp, static_cast<int>(m), begin, end, in, out, kind);
   });
   return y;
 }
@@ -160,7 +190,7 @@ torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10:
 // torch.ops.moe_serve.*: through the dispatcher, so the torch profiler records the products with their shapes
 // (bench/_profile_trace.py counts them as expert GEMMs).
 TORCH_LIBRARY(moe_serve, library) {
-  library.def("stream_linear(Tensor x, Tensor w, str isa) -> Tensor");
+  library.def("stream_linear(Tensor x, Tensor w, str isa, int kind=0) -> Tensor");
   library.def("stream_best_isa() -> str", &best_isa);
 }
 
