@@ -4,16 +4,25 @@ round's waves merged into one measurement, and a row per variant with the median
 from __future__ import annotations
 
 import statistics
+import time
 
 import httpx
 
 from bench._load import run_batch, served_model
 
 
-def flush_cache(url: str) -> None:
-    # resets SGLang's radix cache and NGRAM corpus; vLLM's n-gram drafts only from the request itself
-    if httpx.post(f"{url}/flush_cache", timeout=60).status_code not in (200, 404):
-        raise RuntimeError(f"{url}/flush_cache failed")
+def flush_cache(url: str, wait_s: float = 10.0) -> None:
+    """Reset SGLang's radix cache and NGRAM corpus (vLLM's n-gram drafts only from the request itself). SGLang
+    refuses (400) while a request is still in its running batch, which a request whose last token the client has
+    already received can be until the scheduler's next iteration: asked again until `wait_s` has passed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        status = httpx.post(f"{url}/flush_cache", timeout=60).status_code
+        if status in (200, 404):
+            return
+        if status != 400 or time.monotonic() > deadline:
+            raise RuntimeError(f"{url}/flush_cache failed ({status})")
+        time.sleep(0.05)
 
 
 def rotated(names: list[str], round_: int) -> list[str]:

@@ -1,5 +1,7 @@
 """bench.policies' measurement (bench._cell): waves interleave across variants, and a round merges a variant's waves."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from bench import _cell as cell
@@ -42,3 +44,33 @@ def test_waves_interleave_across_variants_and_merge(monkeypatch):
 def test_one_wave_is_its_own_measurement(monkeypatch):
     result = {"requests": 8, "tpot_ms": 5.0, "tpot_p90_ms": 6.0, "ttft_ms": 1.0, "e2e_per_token_ms": 5.0}
     assert cell.merged([result]) is result
+
+
+@pytest.mark.parametrize(
+    ("statuses", "wait_s", "posts", "fails"),
+    [
+        ([200], 10.0, 1, False),
+        ([404], 10.0, 1, False),  # an engine without the endpoint (vLLM): nothing to flush
+        ([400, 400, 200], 10.0, 3, False),  # a finished request still in SGLang's running batch: asked again
+        ([400] * 1000, 0.2, None, True),  # still refused when the wait is over
+        ([500, 200], 10.0, 1, True),  # any other answer is an error at once
+    ],
+)
+def test_flush_cache_waits_for_requests_sglang_still_holds(monkeypatch, statuses, wait_s, posts, fails):
+    answers = iter(statuses)
+    seen = []
+    monkeypatch.setattr(
+        cell.httpx, "post", lambda url, timeout: seen.append(url) or SimpleNamespace(status_code=next(answers))
+    )
+    clock = [0.0]  # a fake clock: each sleep passes its time at once
+    monkeypatch.setattr(
+        cell, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s))
+    )
+    if fails:
+        with pytest.raises(RuntimeError, match="flush_cache failed"):
+            cell.flush_cache("http://e", wait_s=wait_s)
+    else:
+        cell.flush_cache("http://e", wait_s=wait_s)
+    assert set(seen) == {"http://e/flush_cache"}
+    if posts is not None:
+        assert len(seen) == posts
