@@ -54,9 +54,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpu-gemm",
         default=EngineSettings().cpu_gemm,
         choices=CPU_GEMM,
-        help="CPU engine's expert products: tuned = the fastest form per shape and row count (our stream kernel "
-        "included); lockstep = with its first walk only; torch = without it; linear = SGLang's (the last three for "
-        "comparisons)",
+        help="CPU engine's products at a step's few rows: tuned = the fastest form per shape and row count (our stream "
+        "kernel included) for the experts, dense layers and lm_head; experts = for the experts only; lockstep = "
+        "experts only, the kernel's first walk only; torch = experts only, without the kernel; linear = SGLang's "
+        "(all but the first for comparisons)",
     )
     parser.add_argument(
         "--draft-forward",

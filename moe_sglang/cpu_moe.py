@@ -35,6 +35,7 @@ _ORIGINAL: list = []  # SGLang's function, for the cases this path leaves to it
 # the forms each setting of cpu_gemm tunes (settings.CPU_GEMM; `linear` does not install this path)
 CANDIDATES = {
     "tuned": FORMS,
+    "experts": FORMS,
     "lockstep": tuple(f for f in FORMS if f not in STREAM_FORMS[1:]),
     "torch": tuple(f for f in FORMS if f not in STREAM_FORMS),
 }

@@ -23,9 +23,10 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    the platform fact changes: SGLang's module-level weight-packing switch (`cpu_has_amx_support()`) stays off because
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed;
 7. runs SGLang's CPU MoE forward with each expert's products in the form the CPU runs fastest for their few rows,
-   tuned on the weights at the first forward, our stream kernel's walks among the forms (cpu_moe.py; setting
-   `cpu_gemm=lockstep` keeps its first walk only, `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=linear` keeps
-   SGLang's);
+   tuned on the weights at the first forward, our stream kernel's walks among the forms (cpu_moe.py), and the dense
+   layers' and lm_head's products at up to 16 rows the same way (cpu_dense.py; setting `cpu_gemm=experts` leaves
+   the dense products to SGLang, `cpu_gemm=lockstep` keeps the kernel's first walk only for the experts,
+   `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=linear` keeps SGLang's);
 8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
 10. makes sampled speculative verification lossless on CPU (sampled_verify.py).
@@ -81,7 +82,7 @@ def load() -> None:
 def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
-    from moe_sglang import cpu_attention, cpu_moe, cpu_rope, sampled_verify
+    from moe_sglang import cpu_attention, cpu_dense, cpu_moe, cpu_rope, sampled_verify
     from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
@@ -92,6 +93,8 @@ def _load_cpu() -> None:
     cpu_attention.register()
     if settings.cpu_gemm != "linear":
         cpu_moe.install(settings.cpu_gemm)
+    if settings.cpu_gemm == "tuned":
+        cpu_dense.install()
     cpu_rope.install()
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")

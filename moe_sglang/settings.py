@@ -28,12 +28,13 @@ VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
 # loop = request by request (the reference; service/kernels/attention_cpu.py). The last two are kept for comparisons.
 CPU_ATTENTION = ("fused", "batched", "loop")
 
-# How the CPU engine multiplies each expert's few rows (moe_sglang/cpu_moe.py): tuned = per shape and row count the
-# fastest form of the product (torch's two and our stream kernel, service/kernels/small_gemm.py), timed on the
-# weights at the first forward; lockstep = the same with the stream kernel's first walk only (as before its walks
-# were tuned, stream_gemm.KINDS); torch = without the stream kernel; linear = SGLang's own F.linear. The last three
-# are kept for comparisons.
-CPU_GEMM = ("tuned", "lockstep", "torch", "linear")
+# How the CPU engine multiplies a step's few rows: tuned = per shape and row count the fastest form of the product
+# (torch's two and our stream kernel's walks, service/kernels/small_gemm.py), timed on the weights at their first
+# product, for the experts (moe_sglang/cpu_moe.py) and the dense layers and lm_head (moe_sglang/cpu_dense.py);
+# experts = the experts only, the dense products SGLang's; lockstep = the experts only, with the stream kernel's
+# first walk only (as before its walks were tuned, stream_gemm.KINDS); torch = the experts only, without the stream
+# kernel; linear = SGLang's own F.linear everywhere. All but the first are kept for comparisons.
+CPU_GEMM = ("tuned", "experts", "lockstep", "torch", "linear")
 
 # How the STANDALONE draft model runs its forwards (moe_sglang/draft_forward.py): direct = its arithmetic over the
 # draft's KV pool, without SGLang's model runner, where that reproduces the model (a Llama-shaped float32 draft on

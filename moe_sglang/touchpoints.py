@@ -361,6 +361,26 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "(layer, x, topk_output, moe_runner_config)",
     ),
     Touchpoint(
+        "sglang.srt.layers.quantization.unquant.UnquantizedLinearMethod.apply",
+        "hook",
+        "dense products at a step's few rows in the planned form (cpu_dense.py): the method picks its product by "
+        "platform flags inside; no registry selects a CPU linear kernel",
+        "(self, layer, x, bias=None)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.logits_processor.LogitsProcessor._compute_lm_head",
+        "hook",
+        "the lm_head's product at a step's few rows in the planned form (cpu_dense.py): the method calls torch.matmul "
+        "itself",
+        "(self, hidden_states, lm_head, embedding_bias=None, *, out=None)",
+    ),
+    *(
+        Touchpoint(
+            f"sglang.srt.layers.logits_processor.LogitsProcessor.{name}", "attribute", "cpu_dense: its plain path"
+        )
+        for name in ("use_fp32_lm_head", "rl_on_policy_target")
+    ),
+    Touchpoint(
         "sglang.srt.layers.rotary_embedding.base.RotaryEmbedding.forward_native",
         "hook",
         "NeoX rope with per-step tables on CPU (cpu_rope.py): without AMX weight packing the op's dispatch ends here; "
