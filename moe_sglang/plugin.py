@@ -24,7 +24,7 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    `sgl_kernel::convert_weight_packed` is not registered, so weights stay unpacked and no packed GEMM/MoE op is needed;
 7. runs SGLang's CPU MoE forward with each expert's products in the form the CPU runs fastest for their few rows,
    tuned on the weights at the first forward, our stream kernel's walks among the forms (cpu_moe.py), and the dense
-   layers' and lm_head's products at up to 16 rows the same way (cpu_dense.py; setting `cpu_gemm=experts` leaves
+   layers' and lm_head's products at up to 8 rows the same way (cpu_dense.py; setting `cpu_gemm=experts` leaves
    the dense products to SGLang, `cpu_gemm=lockstep` keeps the kernel's first walk only for the experts,
    `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=linear` keeps SGLang's);
 8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
