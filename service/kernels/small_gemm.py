@@ -32,6 +32,7 @@ float rounding, not bit for bit (tests/kernels/test_small_gemm.py).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -65,14 +66,10 @@ def stream(x: torch.Tensor, w: torch.Tensor, kind: int = 0) -> torch.Tensor:
     return stream_gemm.stream_linear(x, w, None, kind)
 
 
-def _stream_kind(kind: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    return lambda x, w: stream_gemm.stream_linear(x, w, None, kind)
-
-
 _FORM_FN: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "linear": linear,
     "weight_major": weight_major,
-    **{form: _stream_kind(kind) for kind, form in enumerate(STREAM_FORMS)},
+    **{form: functools.partial(stream, kind=kind) for kind, form in enumerate(STREAM_FORMS)},
 }
 
 

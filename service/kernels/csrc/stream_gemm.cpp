@@ -91,7 +91,8 @@ constexpr int64_t kKinds = 4;
       case kLockstepL2: return NAME##_walk<M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);           \
       case kLockstepL2Near: return NAME##_walk<M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);        \
       default: /* kSequential: one feature at a time, nearer prefetch for one row (fewer FMAs per byte) */      \
-        for (int64_t j = begin; j < end; ++j) NAME##_block<M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body); \
+        for (int64_t j = begin; j < end; ++j)                                                                   \
+          NAME##_block<M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body);                      \
     }                                                                                                           \
   }                                                                                                             \
   __attribute__((target(TARGET))) void NAME(const float* x, const float* w, float* y, int m, int64_t begin,     \
