@@ -24,6 +24,9 @@ BUCKETS = (
 ATTENTION_OPS = ("sgl_kernel::decode_attention_cpu", "sgl_kernel::extend_attention_cpu")
 STREAM_OP = "moe_serve::stream_linear"  # service/kernels/stream_gemm.py: (x, w, isa), w [out, in]
 GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm", STREAM_OP)
+# a MoE layer's whole expert forward in one call (stream_gemm.stream_moe: products, activation, combine)
+MOE_OP = "moe_serve::stream_moe"
+MOE_EXPERT = "moe_serve::stream_moe_expert"  # its event per expert hit, inputs (rows [m, H], w13 [2I, H], w2 [H, I])
 
 
 def _top_level(ops: list[dict]) -> list[dict]:
@@ -57,6 +60,8 @@ def classify(op: dict, ckpt: MoeCheckpoint) -> str:
         return "attention"
     if name.startswith("sgl_kernel::"):
         return "sgl_kernel_other"
+    if name == MOE_OP:
+        return "expert_gemm"
     if name in GEMM_OPS:
         shape = _weight_shape(op, ckpt)
         if shape in _expert_shapes(ckpt):
@@ -83,6 +88,7 @@ def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
     steps = sorted((e for e in notes if e["name"].startswith("step[")), key=lambda e: e["ts"])
     runs = sorted((e for e in notes if e["name"] == "scheduler.run_batch"), key=lambda e: e["ts"])
     top = _top_level([e for e in events if e.get("cat") == "cpu_op"])
+    fused = [e for e in events if e.get("name") == MOE_EXPERT]
     speculative = any(e["name"].startswith(("step[DRAFT", "step[VERIFY")) for e in steps)
     totals = dict.fromkeys(BUCKETS, 0.0)
     weight_bytes, batch_sizes = 0.0, []
@@ -100,9 +106,11 @@ def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
                     bucket = "draft_model" if draft else classify(op, ckpt)
                     totals[bucket] += op["dur"]
                     in_ops += op["dur"]
-                    if bucket in ("expert_gemm", "dense_gemm"):
+                    if bucket in ("expert_gemm", "dense_gemm") and op["name"] != MOE_OP:  # its hits: below
                         out_f, in_f = _weight_shape(op, ckpt)
                         weight_bytes += out_f * in_f * 4  # fp32 engine
+            if not draft:
+                weight_bytes += sum(_fused_expert_bytes(e) for e in fused if s0 <= e["ts"] < s1)
             totals["draft_model" if draft else "forward_glue"] += max(0.0, span["dur"] - in_ops)
         model = sum(span["dur"] for span in spans)
         if run is not None:
@@ -121,6 +129,12 @@ def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
         "weight_share": (per_step["expert_gemm"] + per_step["dense_gemm"]) / step_ms if step_ms else None,
         "weight_bytes": weight_bytes / n,
     }
+
+
+def _fused_expert_bytes(event: dict) -> float:
+    """Bytes of the two weights one expert hit of stream_moe read (its event's input dims: rows, w13, w2)."""
+    dims = (event.get("args") or {}).get("Input Dims") or []
+    return 4.0 * sum(d[0] * d[1] for d in dims[1:3] if len(d) == 2)  # fp32 engine
 
 
 def _iterations(steps: list[dict], runs: list[dict]) -> list[tuple[float, float, dict | None, list[dict]]]:

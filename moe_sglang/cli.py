@@ -56,8 +56,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         choices=CPU_GEMM,
         help="CPU engine's products at a step's few rows: tuned = the fastest form per shape and row count (our stream "
         "kernel included) for the experts, dense layers and lm_head; experts = for the experts only; lockstep = "
-        "experts only, the kernel's first walk only; torch = experts only, without the kernel; linear = SGLang's "
-        "(all but the first for comparisons)",
+        "experts only, the kernel's first walk only; torch = experts only, without the kernel; linear = SGLang's; "
+        "unfused = tuned, each MoE layer's experts one by one from Python (all but the first for comparisons)",
     )
     parser.add_argument(
         "--draft-forward",

@@ -8,13 +8,15 @@ that read the weight at half the speed another form of the same product does (sm
 products are most of a step on a memory-bound MoE. The first forward tunes a `GemmPlan` on the layer's own weights
 (every form timed, per row count: torch's two and our stream kernel, which reads the weight once at any row count);
 every later one multiplies in the planned form (small_gemm.moe_experts: the
-sorting and combine are SGLang's); anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router
+sorting and combine are SGLang's, the whole layer's experts in one call of the stream kernel's library where it is
+loaded); anything this path does not cover (biases, GPT-OSS's clamped SwiGLU, router
 weights on the input) goes to SGLang's function unchanged.
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
 `moe_forward_native` from its module at each call, so replacing that module attribute is the one seam.
 Setting `cpu_gemm=lockstep` (settings.py) tunes the stream kernel's first walk only, `cpu_gemm=torch` torch's forms
-only, `cpu_gemm=linear` leaves SGLang's function in place, for comparisons.
+only and expert by expert from Python, `cpu_gemm=unfused` the tuned forms expert by expert from Python,
+`cpu_gemm=linear` leaves SGLang's function in place, for comparisons.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 
 import torch
 
-from service.kernels.small_gemm import FORMS, STREAM_FORMS, GemmPlan, moe_experts
+from service.kernels.small_gemm import FORMS, STREAM_FORMS, GemmPlan, moe_experts, moe_experts_python
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,10 @@ CANDIDATES = {
     "experts": FORMS,
     "lockstep": tuple(f for f in FORMS if f not in STREAM_FORMS[1:]),
     "torch": tuple(f for f in FORMS if f not in STREAM_FORMS),
+    "unfused": FORMS,
 }
+PYTHON_LOOP = ("torch", "unfused")  # the settings whose experts are multiplied one by one from Python
+_EXPERTS: list = [moe_experts]  # the expert forward install() chose
 
 
 def install(gemm: str = "tuned") -> None:
@@ -48,6 +53,7 @@ def install(gemm: str = "tuned") -> None:
     from moe_sglang.touchpoints import hook
 
     PLAN.candidates = CANDIDATES[gemm]
+    _EXPERTS[0] = moe_experts_python if gemm in PYTHON_LOOP else moe_experts
     if not _ORIGINAL:
         _ORIGINAL.append(fused_moe_native.moe_forward_native)
     hook(TARGET, moe_forward, "replace")
@@ -62,7 +68,7 @@ def moe_forward(layer: torch.nn.Module, x: torch.Tensor, topk_output, moe_runner
         PLAN.tune([w13.detach(), w2.detach()])
         logger.info("moe-serve CPU expert products: %s", PLAN.describe())
     topk_weights, topk_ids, _ = topk_output
-    return moe_experts(PLAN, x, w13, w2, topk_ids, topk_weights)
+    return _EXPERTS[0](PLAN, x, w13, w2, topk_ids, topk_weights)
 
 
 def _covered(layer, config) -> bool:

@@ -33,8 +33,10 @@ CPU_ATTENTION = ("fused", "batched", "loop")
 # product, for the experts (moe_sglang/cpu_moe.py) and the dense layers and lm_head (moe_sglang/cpu_dense.py);
 # experts = the experts only, the dense products SGLang's; lockstep = the experts only, with the stream kernel's
 # first walk only (as before its walks were tuned, stream_gemm.KINDS); torch = the experts only, without the stream
-# kernel; linear = SGLang's own F.linear everywhere. All but the first are kept for comparisons.
-CPU_GEMM = ("tuned", "experts", "lockstep", "torch", "linear")
+# kernel; linear = SGLang's own F.linear everywhere; unfused = tuned, but each MoE layer's experts one by one from
+# Python (small_gemm.moe_experts_python) instead of in one call of the kernel's library (stream_gemm.stream_moe).
+# All but the first are kept for comparisons.
+CPU_GEMM = ("tuned", "experts", "lockstep", "torch", "linear", "unfused")
 
 # How the STANDALONE draft model runs its forwards (moe_sglang/draft_forward.py): direct = its arithmetic over the
 # draft's KV pool, without SGLang's model runner, where that reproduces the model (a Llama-shaped float32 draft on

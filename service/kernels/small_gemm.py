@@ -73,6 +73,13 @@ _FORM_FN: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 
 
+_KIND = {  # form -> stream_gemm.stream_moe's kind
+    "linear": stream_gemm.LINEAR_KIND,
+    "weight_major": stream_gemm.WEIGHT_MAJOR_KIND,
+    **{form: kind for kind, form in enumerate(STREAM_FORMS)},
+}
+
+
 def available_forms() -> tuple[str, ...]:
     """The forms this machine can run: the stream forms only where their kernel built (stream_gemm.load)."""
     return tuple(f for f in FORMS if f not in STREAM_FORMS or stream_gemm.load())
@@ -121,6 +128,11 @@ class GemmPlan:
                 self.forms[(*shape, m)] = best
         return self
 
+    def kinds(self, out_features: int, in_features: int) -> list[int]:
+        """stream_gemm.stream_moe's form per row count 1..max_rows for this shape: a stream walk's KINDS index, or
+        torch's (LINEAR_KIND, WEIGHT_MAJOR_KIND)."""
+        return [_KIND[self.form(out_features, in_features, m)] for m in range(1, self.max_rows + 1)]
+
     def describe(self) -> dict[str, list[str]]:
         """{"out x in": [form for m = 1..max_rows]}: what was chosen, for logs and bench JSON."""
         shapes = sorted({(o, i) for o, i, _ in self.forms})
@@ -131,7 +143,19 @@ def moe_experts(
     plan: GemmPlan, x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor, topk_weights
 ) -> torch.Tensor:
     """`out[t] = Σ_j w[t, j] · expert_{ids[t, j]}(x[t])` (moe_ref.moe_forward's semantics, SiLU gating, no mask) with
-    each expert's two products in `plan`'s form. x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k]."""
+    each expert's two products in `plan`'s form. x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k]. In one call of
+    the stream kernel's library (stream_gemm.stream_moe) where it is loaded and the tensors are float32, else expert
+    by expert from Python (`moe_experts_python`)."""
+    if x.dtype == w13.dtype == w2.dtype == torch.float32 and stream_gemm.load():
+        kinds13, kinds2 = plan.kinds(w13.shape[1], w13.shape[2]), plan.kinds(w2.shape[1], w2.shape[2])
+        return stream_gemm.stream_moe(x, w13, w2, topk_ids, topk_weights, kinds13, kinds2)
+    return moe_experts_python(plan, x, w13, w2, topk_ids, topk_weights)
+
+
+def moe_experts_python(
+    plan: GemmPlan, x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_ids: torch.Tensor, topk_weights
+) -> torch.Tensor:
+    """moe_experts expert by expert: sort, per expert hit the two planned products and the activation, combine."""
     cnts = topk_ids.new_zeros((topk_ids.shape[0], w13.shape[0]))
     cnts.scatter_(1, topk_ids.to(torch.int64), 1)
     tokens_per_expert = cnts.sum(dim=0).tolist()

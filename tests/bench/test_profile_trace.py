@@ -92,3 +92,19 @@ def test_stream_kernel_products_count_as_experts(tmp_path):
     row = analyse_trace(trace(tmp_path, events), CKPT)
     assert row["expert_gemm_ms"] * 1e3 == pytest.approx((100 + 40) / 2)
     assert row["weight_bytes"] == pytest.approx((12 * 4 + 4 * 6) * 4 / 2)
+
+
+def test_the_fused_moe_counts_as_experts_with_the_weights_of_each_expert_hit(tmp_path):
+    events = [
+        note("scheduler.run_batch", 0, 600),
+        note("step[DECODE bs=1]", 100, 400),
+        op("moe_serve::stream_moe", 110, 150, [[1, 4], [8, 12, 4], [8, 4, 6], [1, 2], [1, 2], [], [], []]),
+        # its events per expert hit (nested: not operators of their own), rows + the expert's w13 and w2
+        {**op("moe_serve::stream_moe_expert", 120, 60, [[1, 4], [12, 4], [4, 6]]), "cat": "user_annotation"},
+        {**op("moe_serve::stream_moe_expert", 190, 60, [[1, 4], [12, 4], [4, 6]]), "cat": "user_annotation"},
+        note("scheduler.run_batch", 1000, 600),
+        note("step[DECODE bs=1]", 1100, 400),
+    ]
+    row = analyse_trace(trace(tmp_path, events), CKPT)
+    assert row["expert_gemm_ms"] * 1e3 == pytest.approx(150 / 2)
+    assert row["weight_bytes"] == pytest.approx(2 * (12 * 4 + 4 * 6) * 4 / 2)

@@ -109,3 +109,28 @@ def test_a_form_must_beat_the_reference_by_the_margin():
     clear = {"linear": 1.0, "stream": 1.0 - 2 * MARGIN, "weight_major": 1.2}
     assert GemmPlan(max_rows=1).tune([torch.zeros(8, 4)], timer=lambda s, m: close).form(8, 4, 1) == "linear"
     assert GemmPlan(max_rows=1).tune([torch.zeros(8, 4)], timer=lambda s, m: clear).form(8, 4, 1) == "stream"
+
+
+def test_the_plan_names_each_row_counts_form_for_the_fused_moe():
+    plan = GemmPlan(max_rows=4, forms={(8, 4, 1): "stream_seq", (8, 4, 2): "weight_major", (8, 4, 3): "stream"})
+    assert plan.kinds(8, 4) == [
+        stream_gemm.KINDS.index("sequential"),
+        stream_gemm.WEIGHT_MAJOR_KIND,
+        stream_gemm.KINDS.index("lockstep"),
+        stream_gemm.LINEAR_KIND,  # untuned: F.linear
+    ]
+
+
+@pytest.mark.parametrize("tokens", [1, 8, 40])
+def test_moe_experts_in_one_call_is_the_python_one(tokens):
+    from service.kernels.moe_ref import route_topk
+    from service.kernels.small_gemm import moe_experts, moe_experts_python
+
+    g = torch.Generator().manual_seed(tokens)
+    w13, w2 = torch.randn(8, 64, 32, generator=g) / 4, torch.randn(8, 32, 32, generator=g) / 4
+    x = torch.randn(tokens, 32, generator=g)
+    ids, weights = route_topk(torch.randn(tokens, 8, generator=g), 2)
+    plan = GemmPlan().tune([w13, w2], timer=lambda s, m: {"linear": 1.0, STREAM_FORMS[m % 4]: 0.5})
+    torch.testing.assert_close(
+        moe_experts(plan, x, w13, w2, ids, weights), moe_experts_python(plan, x, w13, w2, ids, weights)
+    )

@@ -72,3 +72,62 @@ def test_bad_input_is_refused_with_the_reason(x, w, isa, message):
 def test_an_unknown_walk_is_refused(kind):
     with pytest.raises(RuntimeError, match="unknown kind"):
         stream_gemm.stream_linear(torch.randn(2, 8), torch.randn(4, 8), None, kind)
+
+
+def _routing(tokens, experts, k, seed):
+    from service.kernels.moe_ref import route_topk
+
+    g = torch.Generator().manual_seed(seed)
+    return route_topk(torch.randn(tokens, experts, generator=g), k)
+
+
+# every form stream_moe takes: the walks, F.linear and the weight-major product
+MOE_KINDS = [*range(len(stream_gemm.KINDS)), stream_gemm.LINEAR_KIND, stream_gemm.WEIGHT_MAJOR_KIND]
+
+
+@pytest.mark.parametrize("isa", stream_gemm.supported_isas())
+@pytest.mark.parametrize(("tokens", "k"), [(1, 2), (3, 1), (7, 3), (40, 2)])
+def test_stream_moe_is_the_reference_moe(isa, tokens, k):
+    """Every expert hit in the form its row count is given (a different one for each count, F.linear past the lists),
+    against moe_ref's expert forward: 40 tokens top-2 over 5 experts give some expert more than 16 rows."""
+    from service.kernels.moe_ref import moe_forward
+
+    g = torch.Generator().manual_seed(tokens * 7 + k)
+    w13, w2 = torch.randn(5, 2 * 24, 20, generator=g) / 4, torch.randn(5, 20, 24, generator=g) / 4
+    x = torch.randn(tokens, 20, generator=g)
+    ids, weights = _routing(tokens, 5, k, seed=tokens + k)
+    kinds13 = [MOE_KINDS[m % len(MOE_KINDS)] for m in range(stream_gemm.MAX_ROWS)]
+    kinds2 = [MOE_KINDS[(m + 3) % len(MOE_KINDS)] for m in range(stream_gemm.MAX_ROWS)]
+    got = stream_gemm.stream_moe(x, w13, w2, ids, weights, kinds13, kinds2, isa)
+    torch.testing.assert_close(got, moe_forward(x, w13, w2, ids, weights), rtol=1e-5, atol=1e-5)
+
+
+def test_stream_moe_reads_views_and_int32_ids():
+    from service.kernels.moe_ref import moe_forward
+
+    w13, w2 = torch.randn(4, 32, 12).transpose(1, 2).contiguous().transpose(1, 2), torch.randn(4, 12, 16)
+    x = torch.randn(6, 24)[:, ::2]  # strided rows
+    ids, weights = _routing(6, 4, 2, seed=3)
+    got = stream_gemm.stream_moe(x, w13, w2, ids.to(torch.int32), weights, [0] * 16, [3] * 16)
+    torch.testing.assert_close(got, moe_forward(x.contiguous(), w13, w2, ids, weights), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(ids=torch.tensor([[0, 4]])), "out of"),
+        (dict(w2=torch.randn(4, 12, 15)), "do not fit"),
+        (dict(x=torch.randn(1, 12, dtype=torch.float64)), "float32"),
+        (dict(weights=torch.ones(1, 3)), r"\[T, k\]"),
+        (dict(kinds13=[7] * 16), "unknown kind"),
+        (dict(isa="neon"), "unknown isa"),
+    ],
+)
+def test_stream_moe_refuses_bad_input_with_the_reason(change, message):
+    args = dict(
+        x=torch.randn(1, 12), w13=torch.randn(4, 16, 12), w2=torch.randn(4, 12, 8), ids=torch.tensor([[0, 3]]),
+        weights=torch.ones(1, 2), kinds13=[0] * 16, kinds2=[0] * 16, isa=None,
+    )  # fmt: skip
+    args.update(change)
+    with pytest.raises(RuntimeError, match=message):
+        stream_gemm.stream_moe(*args.values())

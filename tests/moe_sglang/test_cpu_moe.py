@@ -37,14 +37,18 @@ def plan(monkeypatch):
     tuned = GemmPlan()
     monkeypatch.setattr(cpu_moe, "PLAN", tuned)
     monkeypatch.setattr(cpu_moe, "_ORIGINAL", [])
+    monkeypatch.setattr(cpu_moe, "_EXPERTS", [cpu_moe.moe_experts])
     return tuned
 
 
+@pytest.mark.parametrize("python_loop", [False, True])  # in one call of the kernel's library / expert by expert
 @pytest.mark.parametrize("form", ["weight_major", "stream"])
 @pytest.mark.parametrize(("tokens", "k"), [(1, 2), (4, 2), (5, 3), (16, 2)])
-def test_matches_sglang_moe_forward_native(plan, tokens, k, form):
+def test_matches_sglang_moe_forward_native(plan, tokens, k, form, python_loop):
     from sglang.srt.layers.moe.fused_moe_native import moe_forward_native
 
+    if python_loop:
+        cpu_moe._EXPERTS[0] = cpu_moe.moe_experts_python
     layer = _layer(seed=tokens)
     x = torch.randn(tokens, 32, generator=torch.Generator().manual_seed(k))
     topk = _routing(tokens, layer.num_experts, k, seed=tokens + k)
@@ -83,7 +87,12 @@ def test_uncovered_cases_go_to_sglang(plan):
 
 @pytest.mark.parametrize(
     ("gemm", "candidates"),
-    [("tuned", FORMS), ("lockstep", ("linear", "weight_major", "stream")), ("torch", ("linear", "weight_major"))],
+    [
+        ("tuned", FORMS),
+        ("lockstep", ("linear", "weight_major", "stream")),
+        ("torch", ("linear", "weight_major")),
+        ("unfused", FORMS),
+    ],
 )
 def test_the_setting_decides_which_forms_are_tuned(plan, monkeypatch, gemm, candidates):
     from moe_sglang import touchpoints
@@ -91,3 +100,6 @@ def test_the_setting_decides_which_forms_are_tuned(plan, monkeypatch, gemm, cand
     monkeypatch.setattr(touchpoints, "hook", lambda *args: None)
     cpu_moe.install(gemm)
     assert plan.candidates == candidates
+    # the whole layer in one call of the kernel's library, except where the settings keep the Python loop
+    python_loop = gemm in ("torch", "unfused")
+    assert cpu_moe._EXPERTS[0] is (cpu_moe.moe_experts_python if python_loop else cpu_moe.moe_experts)
