@@ -92,6 +92,7 @@ class GemmPlan:
     forms: dict[tuple[int, int, int], str] = field(default_factory=dict)  # (out, in, m) -> form
     max_rows: int = MAX_ROWS
     candidates: tuple[str, ...] = FORMS  # the forms `tune` may choose (where available here)
+    _kinds: dict[tuple[int, int, int, int], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     def form(self, out_features: int, in_features: int, rows: int) -> str:
         return self.forms.get((out_features, in_features, rows), "linear")
@@ -113,6 +114,7 @@ class GemmPlan:
         count). `timer(stack, m)` returns seconds per form it timed (default: `time_forms`, the forms available
         here); tests inject one."""
         timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates))
+        self._kinds.clear()
         seen: set[tuple[int, int]] = set()
         for weight in weights:
             stack = weight if weight.dim() == 3 else weight.unsqueeze(0)
@@ -130,8 +132,11 @@ class GemmPlan:
 
     def kinds(self, out_features: int, in_features: int) -> list[int]:
         """stream_gemm.stream_moe's form per row count 1..max_rows for this shape: a stream walk's KINDS index, or
-        torch's (LINEAR_KIND, WEIGHT_MAJOR_KIND)."""
-        return [_KIND[self.form(out_features, in_features, m)] for m in range(1, self.max_rows + 1)]
+        torch's (LINEAR_KIND, WEIGHT_MAJOR_KIND). Kept until the forms change (asked at every MoE layer of a step)."""
+        key = (out_features, in_features, self.max_rows, len(self.forms))  # tune clears it; len: forms set by hand
+        if key not in self._kinds:
+            self._kinds[key] = [_KIND[self.form(out_features, in_features, m)] for m in range(1, self.max_rows + 1)]
+        return self._kinds[key]
 
     def describe(self) -> dict[str, list[str]]:
         """{"out x in": [form for m = 1..max_rows]}: what was chosen, for logs and bench JSON."""
@@ -146,7 +151,7 @@ def moe_experts(
     each expert's two products in `plan`'s form. x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k]. In one call of
     the stream kernel's library (stream_gemm.stream_moe) where it is loaded and the tensors are float32, else expert
     by expert from Python (`moe_experts_python`)."""
-    if x.dtype == w13.dtype == w2.dtype == torch.float32 and stream_gemm.load():
+    if x.dtype == w13.dtype == w2.dtype == torch.float32 and stream_gemm.available():
         kinds13, kinds2 = plan.kinds(w13.shape[1], w13.shape[2]), plan.kinds(w2.shape[1], w2.shape[2])
         return stream_gemm.stream_moe(x, w13, w2, topk_ids, topk_weights, kinds13, kinds2)
     return moe_experts_python(plan, x, w13, w2, topk_ids, topk_weights)

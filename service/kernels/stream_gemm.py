@@ -71,6 +71,12 @@ def load() -> bool:
         return bool(_STATE["loaded"])
 
 
+def available() -> bool:
+    """load(), without its lock once it has answered (called at every MoE layer of a step)."""
+    loaded = _STATE.get("loaded")
+    return load() if loaded is None else bool(loaded)
+
+
 def error() -> str | None:
     return _STATE.get("error")  # type: ignore[return-value]
 

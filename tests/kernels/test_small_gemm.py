@@ -134,3 +134,11 @@ def test_moe_experts_in_one_call_is_the_python_one(tokens):
     torch.testing.assert_close(
         moe_experts(plan, x, w13, w2, ids, weights), moe_experts_python(plan, x, w13, w2, ids, weights)
     )
+
+
+def test_the_fused_moes_forms_follow_a_new_tuning():
+    plan = GemmPlan(max_rows=2)
+    plan.tune([torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0, "stream_seq": 0.5})
+    assert plan.kinds(8, 4) == [stream_gemm.KINDS.index("sequential")] * 2
+    plan.tune([torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0, "weight_major": 0.5})
+    assert plan.kinds(8, 4) == [stream_gemm.WEIGHT_MAJOR_KIND] * 2

@@ -49,7 +49,7 @@ constexpr int64_t kKinds = 4;
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
 // HINT and PF (floats ahead of each weight row being read) are the kind's prefetch.
 // kSequential: one output feature at a time, M accumulators, the weight read in address order.
-#define STREAM_KERNEL(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM)                                          \
+#define STREAM_KERNEL(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM)                                     \
   template <int M, int R, int HINT, int64_t PF>                                                                 \
   __attribute__((target(TARGET))) void NAME##_block(const float* x, const float* w, float* y, int64_t j,        \
                                                     int64_t in, int64_t out, int64_t body) {                    \
@@ -85,7 +85,7 @@ constexpr int64_t kKinds = 4;
       VEC a0 = ZERO(), a1 = ZERO(), a2 = ZERO(), a3 = ZERO();                                                   \
       int64_t k = 0;                                                                                            \
       for (; k < body4; k += 4 * WIDTH) {                                                                       \
-        _mm_prefetch(reinterpret_cast<const char*>(wj + k + 512), _MM_HINT_T1);                                \
+        _mm_prefetch(reinterpret_cast<const char*>(wj + k + 512), _MM_HINT_T1);                                 \
         a0 = FMA(LOAD(wj + k), LOAD(x + k), a0);                                                                \
         a1 = FMA(LOAD(wj + k + WIDTH), LOAD(x + k + WIDTH), a1);                                                \
         a2 = FMA(LOAD(wj + k + 2 * WIDTH), LOAD(x + k + 2 * WIDTH), a2);                                        \
@@ -100,7 +100,7 @@ constexpr int64_t kKinds = 4;
   template <int M, int HINT, int64_t PF>                                                                        \
   __attribute__((target(TARGET))) void NAME##_walk(const float* x, const float* w, float* y, int64_t begin,     \
                                                    int64_t end, int64_t in, int64_t out, int64_t body) {        \
-    constexpr int R = (M <= 4) ? 4 : (M <= 8 ? 2 : 1); /* R * M accumulators within the register file */ \
+    constexpr int R = (M <= 4) ? 4 : (M <= 8 ? 2 : 1); /* R * M accumulators within the register file */        \
     int64_t j = begin;                                                                                          \
     for (; j + R <= end; j += R) NAME##_block<M, R, HINT, PF>(x, w, y, j, in, out, body);                       \
     for (; j < end; ++j) NAME##_block<M, 1, HINT, PF>(x, w, y, j, in, out, body);                               \
