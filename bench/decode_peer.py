@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         "--attention",
         dest="variants",
         default=None,
-        help="moe-serve CPU settings ATTENTION[+GEMM], one engine each (default: the defaults)",
+        help="moe-serve CPU settings ATTENTION[+GEMM][+DRAFT][+target-TARGET] (bench.step_profile.variant_settings), one "
+        "engine each (default: the defaults)",
     )
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
     parser.add_argument("--quick", action="store_true", help="smoke run: moe-tiny, batch 1, 2 rounds")
@@ -233,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine_threads": args.engine_threads,
         "attention": {name: s.cpu_attention for name, s in variants.items()},
         "cpu_gemm": {name: s.cpu_gemm for name, s in variants.items()},
+        "target_forward": {name: s.target_forward for name, s in variants.items()},
         "tokens": [n1, n2],
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,

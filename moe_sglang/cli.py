@@ -6,7 +6,15 @@ import argparse
 import os
 
 from moe_sglang.launch import DEFAULT_DRAFT_MODEL, DEFAULT_MODEL, SPEC_ALGORITHMS, EngineConfig, SpeculationConfig
-from moe_sglang.settings import BUDGET_MODES, CPU_ATTENTION, CPU_GEMM, DRAFT_FORWARD, VERIFY_LAYOUTS, EngineSettings
+from moe_sglang.settings import (
+    BUDGET_MODES,
+    CPU_ATTENTION,
+    CPU_GEMM,
+    DRAFT_FORWARD,
+    TARGET_FORWARD,
+    VERIFY_LAYOUTS,
+    EngineSettings,
+)
 
 METRICS_FLAG = "--enable-metrics"
 
@@ -66,6 +74,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="STANDALONE draft model's forwards: direct = its arithmetic over its KV pool (a Llama-shaped float32 "
         "draft on CPU; otherwise SGLang's runner); sglang = SGLang's model runner (for comparisons)",
     )
+    parser.add_argument(
+        "--target-forward",
+        default=EngineSettings().target_forward,
+        choices=TARGET_FORWARD,
+        help="CPU engine's target model decode forwards: direct = its arithmetic over its KV pool (a Mixtral-shaped "
+        "float32 model; otherwise SGLang's forward); sglang = SGLang's model stack (for comparisons)",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -97,6 +112,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             cpu_attention=args.cpu_attention,
             cpu_gemm=args.cpu_gemm,
             draft_forward=args.draft_forward,
+            target_forward=args.target_forward,
         ),
         extra_args=extra,
     )

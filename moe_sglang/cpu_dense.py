@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 
 import torch
+import torch.nn.functional as F
 
 from service.kernels.small_gemm import FORMS, GemmPlan
 
@@ -64,6 +65,12 @@ def compute_lm_head(original, processor, hidden_states, lm_head, embedding_bias=
     if not plain or not _planned(hidden_states, weight):
         return original(processor, hidden_states, lm_head, embedding_bias, out=out)
     return PLAN.mm(hidden_states, weight)
+
+
+def product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x @ weight.T as the hooked dense layers multiply it: the planned form where one is planned, else F.linear (for
+    the target model's direct decode forward, target_forward.py, which calls no linear layer)."""
+    return PLAN.mm(x, weight) if _planned(x, weight) else F.linear(x, weight)
 
 
 def _planned(x: torch.Tensor, weight: torch.Tensor) -> bool:

@@ -30,7 +30,10 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    one by one from Python);
 8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
-10. makes sampled speculative verification lossless on CPU (sampled_verify.py).
+10. makes sampled speculative verification lossless on CPU (sampled_verify.py);
+11. registers SGLang's MixtralForCausalLM subclassed so that its decode forwards run the model's arithmetic directly
+    over the KV pool, without SGLang's model stack (target_forward.py; setting `target_forward=sglang` keeps
+    SGLang's forward).
 
 SGLang logs and swallows plugin exceptions, so failures are also recorded in `PluginState`; an incompatible SGLang
 raises SystemExit, which SGLang does not swallow.
@@ -83,7 +86,7 @@ def load() -> None:
 def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
-    from moe_sglang import cpu_attention, cpu_dense, cpu_moe, cpu_rope, sampled_verify
+    from moe_sglang import cpu_attention, cpu_dense, cpu_moe, cpu_rope, sampled_verify, target_forward
     from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
@@ -97,6 +100,8 @@ def _load_cpu() -> None:
     if settings.cpu_gemm in ("tuned", "unfused"):
         cpu_dense.install()
     cpu_rope.install()
+    if settings.target_forward == "direct":
+        target_forward.install(cpu_dense.product if settings.cpu_gemm in ("tuned", "unfused") else None)
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()

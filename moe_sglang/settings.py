@@ -43,6 +43,11 @@ CPU_GEMM = ("tuned", "experts", "lockstep", "torch", "linear", "unfused")
 # CPU; otherwise the runner); sglang = always SGLang's runner. The second is kept for comparisons.
 DRAFT_FORWARD = ("direct", "sglang")
 
+# How the CPU engine's target model runs its decode forwards (moe_sglang/target_forward.py): direct = its arithmetic
+# over the KV pool, without SGLang's model stack, where that reproduces the model (a Mixtral-shaped float32 model on
+# CPU; otherwise SGLang's forward); sglang = always SGLang's forward. The second is kept for comparisons.
+TARGET_FORWARD = ("direct", "sglang")
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
@@ -51,6 +56,7 @@ ENV = {
     "cpu_attention": "MOE_SERVE_CPU_ATTENTION",
     "cpu_gemm": "MOE_SERVE_CPU_GEMM",
     "draft_forward": "MOE_SERVE_DRAFT_FORWARD",
+    "target_forward": "MOE_SERVE_TARGET_FORWARD",
 }
 
 
@@ -63,6 +69,7 @@ class EngineSettings:
     cpu_attention: str = "fused"  # CPU_ATTENTION
     cpu_gemm: str = "tuned"  # CPU_GEMM
     draft_forward: str = "direct"  # DRAFT_FORWARD
+    target_forward: str = "direct"  # TARGET_FORWARD
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -75,6 +82,8 @@ class EngineSettings:
             raise ValueError(f"CPU expert products {self.cpu_gemm!r}: expected one of {CPU_GEMM}")
         if self.draft_forward not in DRAFT_FORWARD:
             raise ValueError(f"draft forward {self.draft_forward!r}: expected one of {DRAFT_FORWARD}")
+        if self.target_forward not in TARGET_FORWARD:
+            raise ValueError(f"target forward {self.target_forward!r}: expected one of {TARGET_FORWARD}")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -97,6 +106,7 @@ class EngineSettings:
             ENV["cpu_attention"]: self.cpu_attention,
             ENV["cpu_gemm"]: self.cpu_gemm,
             ENV["draft_forward"]: self.draft_forward,
+            ENV["target_forward"]: self.target_forward,
         }
 
     @classmethod
@@ -111,4 +121,5 @@ class EngineSettings:
             cpu_attention=env.get(ENV["cpu_attention"]) or defaults.cpu_attention,
             cpu_gemm=env.get(ENV["cpu_gemm"]) or defaults.cpu_gemm,
             draft_forward=env.get(ENV["draft_forward"]) or defaults.draft_forward,
+            target_forward=env.get(ENV["target_forward"]) or defaults.target_forward,
         )

@@ -327,6 +327,85 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
             ("radix_attention.RadixAttention", "sliding_window_size"),
         )
     ),
+    # --- the target model's direct decode forward (target_forward.py): registered for its architecture, reads its
+    # weights, modules and the decode batch
+    Touchpoint(
+        "sglang.srt.models.registry.ModelRegistry",
+        "write",
+        "models['MixtralForCausalLM'] = SGLang's class subclassed (the registry a plugin may extend)",
+    ),
+    Touchpoint(
+        "sglang.srt.models.mixtral.MixtralForCausalLM",
+        "subclass",
+        "its decode forwards run directly",
+    ),
+    Touchpoint(
+        "sglang.srt.models.mixtral.MixtralForCausalLM.forward",
+        "override",
+        "decode forwards run directly, the rest by SGLang's",
+        "(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None)",
+    ),
+    *(
+        Touchpoint(f"sglang.srt.models.mixtral.{owner}.{name}", "attribute", "the target's weights, modules and shape")
+        for owner, names in (
+            ("MixtralForCausalLM", ("model", "lm_head", "config", "logits_processor", "pp_group", "quant_config")),
+            ("MixtralModel", ("embed_tokens", "layers", "norm")),
+            ("MixtralDecoderLayer", ("self_attn", "block_sparse_moe", "input_layernorm", "post_attention_layernorm")),
+            (
+                "MixtralAttention",
+                ("qkv_proj", "o_proj", "rotary_emb", "attn", "num_heads", "num_kv_heads", "head_dim"),
+            ),
+            ("MixtralMoE", ("gate", "topk", "experts", "tp_size")),
+        )
+        for name in names
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.topk.TopK.forward",
+        "call",
+        "the layer's routing (its TopK module, with the expert-budget hook): (hidden_states, router_logits)",
+        "(self, *args, backend=None, **kwargs)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.fused_moe_triton.layer.FusedMoE.forward",
+        "call",
+        "the layer's experts (the engine's MoE forward, cpu_moe.py)",
+        "(self, hidden_states, topk_output, pre_quant_input=None)",
+    ),
+    *(
+        Touchpoint(f"sglang.srt.layers.{owner}.{name}", "attribute", "a plain unquantized model")
+        for owner, name in (
+            ("moe.fused_moe_triton.layer.FusedMoE", "quant_method"),
+            ("quantization.unquant.UnquantizedFusedMoEMethod", "apply"),
+            ("layernorm.RMSNorm", "variance_size_override"),
+            ("logits_processor.LogitsProcessor", "logit_scale"),
+            ("logits_processor.LogitsProcessor", "final_logit_softcapping"),
+            ("logits_processor.LogitsProcessor", "use_fp32_lm_head"),
+        )
+    ),
+    *(
+        Touchpoint(f"sglang.srt.model_executor.forward_batch_info.ForwardBatch.{name}", "attribute", "the decode batch")
+        for name in (
+            "forward_mode",
+            "capture_hidden_mode",
+            "lora_ids",
+            "out_cache_loc",
+            "req_pool_indices",
+            "seq_lens",
+            "seq_lens_cpu",
+        )
+    ),
+    Touchpoint("sglang.srt.model_executor.forward_batch_info.CaptureHiddenMode.NULL", "attribute", "no hidden states"),
+    Touchpoint("sglang.srt.mem_cache.memory_pool.ReqToTokenPool.req_to_token", "attribute", "each request's slots"),
+    Touchpoint(
+        "sglang.srt.layers.logits_processor.LogitsProcessorOutput",
+        "call",
+        "the decode forward's result: next_token_logits alone",
+    ),
+    Touchpoint("sglang.srt.model_executor.forward_context.get_attn_backend", "call", "the forward's backend", "()"),
+    *(
+        Touchpoint(f"{_AMX}.{name}", "attribute", "the decode's pools, the target's own (not a draft step's)")
+        for name in ("token_to_kv_pool", "req_to_token_pool", "draft_decode_metadata", "use_sliding_window_kv_pool")
+    ),
     # --- the CPU attention backend we subclass
     Touchpoint(f"{_AMX}._build_extend_metadata", "override", "ragged extend lengths on CPU", "(self, forward_batch)"),
     Touchpoint(f"{_AMX}.init_forward_metadata", "override", "ragged max extend length on CPU", "(self, forward_batch)"),

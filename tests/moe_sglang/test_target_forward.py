@@ -1,0 +1,143 @@
+"""moe_sglang/target_forward.py (the target model's decode forward without SGLang's model stack) against transformers'
+Mixtral on the same weights: two requests of different lengths decoded token by token, together (the padded
+attention path) and one alone (the unpadded path), GQA heads; every token's K/V lands in its own slot of the pool,
+and the routing and experts are the layer's own callables (in the engine: SGLang's TopK and FusedMoE modules)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from moe_sglang import cpu_rope
+from moe_sglang.target_forward import DirectTarget, TargetLayer
+from service.kernels.moe_ref import moe_forward, route_topk
+
+HEADS, KV_HEADS, HEAD_DIM, EXPERTS, TOP_K, SLOTS, CONTEXT = 4, 2, 16, 8, 2, 128, 64
+
+
+@pytest.fixture(scope="module")
+def hf():
+    import transformers
+
+    config = transformers.MixtralConfig(
+        vocab_size=300,
+        hidden_size=HEADS * HEAD_DIM,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        num_local_experts=EXPERTS,
+        num_experts_per_tok=TOP_K,
+        max_position_embeddings=CONTEXT,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(0)
+    model = transformers.MixtralForCausalLM(config).float().eval()
+    with torch.no_grad():
+        for param in model.parameters():  # larger than the init's 0.02, so logits and routing differ by a lot
+            if param.dim() >= 2:
+                param.normal_(0.0, 2.0 / param.shape[-1] ** 0.5)
+            else:
+                param.uniform_(0.5, 1.5)
+    return model
+
+
+class Routing:
+    """The layer's routing as the engine's TopK module returns it: (weights, ids, router logits); counts calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, x, router_logits):
+        self.calls += 1
+        ids, weights = route_topk(router_logits, TOP_K)
+        return weights, ids, router_logits
+
+
+def direct_of(hf) -> DirectTarget:
+    """The direct forward on the transformers model's weights (SGLang's fused qkv; w13 = gate then up)."""
+    routing = Routing()
+
+    def experts_of(layer):
+        w13, w2 = layer.mlp.experts.gate_up_proj, layer.mlp.experts.down_proj
+        return lambda x, out: moe_forward(x, w13, w2, out[1], out[0])
+
+    layers = tuple(
+        TargetLayer(
+            input_norm=layer.input_layernorm.weight,
+            qkv=torch.cat(
+                [layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight, layer.self_attn.v_proj.weight]
+            ),
+            o=layer.self_attn.o_proj.weight,
+            post_norm=layer.post_attention_layernorm.weight,
+            router=layer.mlp.gate.weight,
+            topk=routing,
+            experts=experts_of(layer),
+            layer_id=i,
+        )
+        for i, layer in enumerate(hf.model.layers)
+    )
+    rope = cpu_rope.sglang_rope(HEAD_DIM, HEAD_DIM, CONTEXT, hf.config.rope_parameters["rope_theta"])
+    return DirectTarget(
+        embed=hf.model.embed_tokens.weight,
+        layers=layers,
+        norm=hf.model.norm.weight,
+        lm_head=hf.lm_head.weight,
+        vocab=hf.config.vocab_size,
+        heads=HEADS,
+        kv_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        eps=hf.config.rms_norm_eps,
+        cos_sin_cache=rope.cos_sin_cache,
+    )
+
+
+def fresh_pool(num_layers: int):
+    keys = [torch.full((SLOTS, KV_HEADS, HEAD_DIM), float("nan")) for _ in range(num_layers)]  # unwritten: poison
+    values = [torch.full((SLOTS, KV_HEADS, HEAD_DIM), float("nan")) for _ in range(num_layers)]
+    return SimpleNamespace(get_key_buffer=keys.__getitem__, get_value_buffer=values.__getitem__, keys=keys)
+
+
+REQ_TO_TOKEN = torch.stack([torch.arange(CONTEXT), torch.arange(CONTEXT, 2 * CONTEXT)]).int()  # request b -> its slots
+
+
+def reference(hf, tokens):
+    with torch.no_grad():
+        return hf(torch.tensor([tokens])).logits[0]
+
+
+A = [5, 17, 200, 3, 3, 41, 9, 250, 77, 12, 8, 101]
+B = [60, 2, 299, 14, 14, 14, 90]
+
+
+def test_decode_equals_transformers_mixtral(hf):
+    direct = direct_of(hf)
+    pool = fresh_pool(len(direct.layers))
+    got = {0: [], 1: []}
+    # A's first tokens alone (one request: unpadded), then A and B together (padded to the longer), B's row 1
+    for step in range(len(A)):
+        rows = [0] if step < len(A) - len(B) else [0, 1]
+        positions = [step if r == 0 else step - (len(A) - len(B)) for r in rows]
+        tokens = [A[step] if r == 0 else B[p] for r, p in zip(rows, positions, strict=True)]
+        logits = direct.decode(
+            torch.tensor(tokens),
+            torch.tensor(positions),
+            torch.stack([REQ_TO_TOKEN[r, p] for r, p in zip(rows, positions, strict=True)]).long(),
+            pool,
+            REQ_TO_TOKEN,
+            torch.tensor(rows),
+            [p + 1 for p in positions],
+        )
+        assert logits.shape == (len(rows), hf.config.vocab_size)
+        for r, row in zip(rows, logits, strict=True):
+            got[r].append(row)
+    torch.testing.assert_close(torch.stack(got[0]), reference(hf, A), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(torch.stack(got[1]), reference(hf, B), atol=1e-4, rtol=1e-4)
+    for layer in range(len(direct.layers)):  # every token's K/V written to its own slot, no other
+        written = ~pool.keys[layer].isnan().any(dim=(1, 2))
+        expected = torch.zeros(SLOTS, dtype=torch.bool)
+        expected[REQ_TO_TOKEN[0, : len(A)].long()] = True
+        expected[REQ_TO_TOKEN[1, : len(B)].long()] = True
+        assert torch.equal(written, expected)
+    assert direct.layers[0].topk.calls == len(A) * len(direct.layers), "routing: the layer's own, once per layer"
