@@ -83,7 +83,11 @@ class DirectTarget:
         lm_head = model.lm_head.weight
         if lm_head.dtype != torch.float32 or lm_head.device.type != "cpu":
             return None, f"weights {lm_head.dtype} on {lm_head.device}: the direct forward is float32 on CPU"
+        from sglang.srt.layers.logits_processor import LogitsProcessor
+
         processor = model.logits_processor
+        if type(processor) is not LogitsProcessor:  # e.g. a draft model's (draft_model.SelectedLogits)
+            return None, f"logits processor {type(processor).__name__}"
         if processor.logit_scale is not None or processor.final_logit_softcapping or processor.use_fp32_lm_head:
             return None, "a scaled, soft-capped or fp32-upcast LM head"
         if type(getattr(model.lm_head, "quant_method", None)).__name__ not in (
@@ -262,7 +266,7 @@ def model_class(dense: Callable | None = None) -> type:
     """SGLang's MixtralForCausalLM with decode and ragged verify forwards run by DirectTarget where it reproduces the
     model (built at the first such forward, when the weights are loaded); `dense` multiplies the dense products
     (default F.linear)."""
-    from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+    from sglang.srt.layers.logits_processor import LogitsProcessor, LogitsProcessorOutput
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
     from sglang.srt.model_executor.forward_context import get_attn_backend
     from sglang.srt.models.mixtral import MixtralForCausalLM
@@ -270,7 +274,9 @@ def model_class(dense: Callable | None = None) -> type:
 
     class MoeServeMixtralForCausalLM(MixtralForCausalLM):
         def forward(self, input_ids, positions, forward_batch, input_embeds=None, pp_proxy_tensors=None, **kwargs):
-            direct = self._direct() if input_embeds is None and pp_proxy_tensors is None and not kwargs else None
+            plain = input_embeds is None and pp_proxy_tensors is None and not kwargs
+            # a draft model's logits processor may be replaced after load (draft_model.SelectedLogits): asked each time
+            direct = self._direct() if plain and type(self.logits_processor) is LogitsProcessor else None
             mode = forward_batch.forward_mode
             if direct is None or not (mode.is_decode() or mode.is_target_verify()):
                 return super().forward(input_ids, positions, forward_batch, input_embeds, pp_proxy_tensors, **kwargs)
