@@ -21,7 +21,13 @@ BUCKETS = (
     "spec_glue",
     "scheduler",
 )
-ATTENTION_OPS = ("sgl_kernel::decode_attention_cpu", "sgl_kernel::extend_attention_cpu")
+# our attention ops, and torch's fused kernel where moe_sglang/target_forward.py calls it without them (only a
+# top-level operator is counted: inside our ops the kernel is not one)
+ATTENTION_OPS = (
+    "sgl_kernel::decode_attention_cpu",
+    "sgl_kernel::extend_attention_cpu",
+    "aten::scaled_dot_product_attention",
+)
 STREAM_OP = "moe_serve::stream_linear"  # service/kernels/stream_gemm.py: (x, w, isa), w [out, in]
 GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm", STREAM_OP)
 # a MoE layer's whole expert forward in one call (stream_gemm.stream_moe: products, activation, combine)

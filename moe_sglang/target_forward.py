@@ -162,12 +162,8 @@ class DirectTarget:
         pool_rows: torch.Tensor,  # [B] the requests' rows of req_to_token
         seq_lens: list[int],  # [B] each request's length including this token
     ) -> torch.Tensor:
-        """Logits [B, vocab] of the next token of each request; every token's K/V is written to its slot. Labelled
-        for SGLang's profiler as its decode forwards are (`step[DECODE ...]`, bench.step_profile reads it)."""
-        with torch.profiler.record_function(f"step[DECODE bs={len(seq_lens)} direct]"):
-            return self._decode(tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, seq_lens)
-
-    def _decode(self, tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, seq_lens):
+        """Logits [B, vocab] of the next token of each request; every token's K/V is written to its slot. (No
+        profiler label of its own: SGLang's `step[DECODE ...]` already spans it, bench.step_profile reads that.)"""
         mm = self.mm
         batch = len(seq_lens)
         slots, visible = _step_slots(req_to_token, pool_rows, seq_lens)
@@ -206,16 +202,8 @@ class DirectTarget:
         mask: torch.Tensor | None,  # [sum ext_b^2] bool, request b's [ext_b, ext_b] block (token i sees token j);
         # None: causal inside each block (a chain)
     ) -> torch.Tensor:
-        """Logits [T, vocab] of every verify token; every token's K/V is written to its slot. Labelled for SGLang's
-        profiler as its verify forwards are (`step[VERIFY ...]`)."""
-        with torch.profiler.record_function(f"step[VERIFY bs={len(ext_lens)} direct]"):
-            return self._verify(
-                tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, prefix_lens, ext_lens, starts, mask
-            )
-
-    def _verify(
-        self, tokens, positions, out_cache_loc, pool, req_to_token, pool_rows, prefix_lens, ext_lens, starts, mask
-    ):
+        """Logits [T, vocab] of every verify token; every token's K/V is written to its slot (spanned by SGLang's
+        `step[VERIFY ...]` label, as decode)."""
         mm = self.mm
         seq_lens = prefix_lens + ext_lens
         max_ext = int(ext_lens.max())
