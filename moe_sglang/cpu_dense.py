@@ -69,7 +69,7 @@ def compute_lm_head(original, processor, hidden_states, lm_head, embedding_bias=
 
 def product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x @ weight.T as the hooked dense layers multiply it: the planned form where one is planned, else F.linear (for
-    the target model's direct decode forward, target_forward.py, which calls no linear layer)."""
+    the target model's direct forwards, target_forward.py, which call no linear layer)."""
     return PLAN.mm(x, weight) if _planned(x, weight) else F.linear(x, weight)
 
 

@@ -43,9 +43,9 @@ CPU_GEMM = ("tuned", "experts", "lockstep", "torch", "linear", "unfused")
 # CPU; otherwise the runner); sglang = always SGLang's runner. The second is kept for comparisons.
 DRAFT_FORWARD = ("direct", "sglang")
 
-# How the CPU engine's target model runs its decode forwards (moe_sglang/target_forward.py): direct = its arithmetic
-# over the KV pool, without SGLang's model stack, where that reproduces the model (a Mixtral-shaped float32 model on
-# CPU; otherwise SGLang's forward); sglang = always SGLang's forward. The second is kept for comparisons.
+# How the CPU engine's target model runs its decode and verify forwards (moe_sglang/target_forward.py): direct = its
+# arithmetic over the KV pool, without SGLang's model stack, where that reproduces the model (a Mixtral-shaped float32
+# model on CPU; otherwise SGLang's forward); sglang = always SGLang's forward. The second is kept for comparisons.
 TARGET_FORWARD = ("direct", "sglang")
 
 ENV = {

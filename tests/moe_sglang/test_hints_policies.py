@@ -79,6 +79,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         cpu_attention="loop",
         cpu_gemm="linear",
         draft_forward="sglang",
+        target_forward="sglang",
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -96,6 +97,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(cpu_attention="sideways"),
         dict(cpu_gemm="fastest"),
         dict(draft_forward="compiled"),
+        dict(target_forward="compiled"),
         dict(default_policy=" "),
     ],
 )
