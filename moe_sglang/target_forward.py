@@ -151,7 +151,7 @@ class DirectTarget:
             "",
         )
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: SGLang's sampler updates the logits in place outside it
     def decode(
         self,
         tokens: torch.Tensor,  # [B] int64, one token per request
@@ -187,7 +187,7 @@ class DirectTarget:
             h = h + layer.experts(x, layer.topk(x, mm(x, layer.router)))
         return mm(_rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: SGLang's sampler updates the logits in place outside it
     def verify(
         self,
         tokens: torch.Tensor,  # [T] int64, the requests' verify tokens laid end to end
