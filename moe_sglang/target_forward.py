@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from moe_sglang.draft_forward import _rms_norm  # SGLang's RMSNorm.forward_native in float32, op for op
 from service.kernels.attention_cpu import _gathered, _padded_slots
 from service.kernels.attention_fused import extend_attention_fused, sdpa
 from service.kernels.rope import neox_tables, rotate_neox
@@ -243,11 +244,6 @@ def _step_slots(
     lengths = torch.as_tensor(seq_lens, dtype=torch.int64)
     slots, valid = _padded_slots(req_to_token, pool_rows, lengths, max(seq_lens))
     return slots, valid[:, None, :]
-
-
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """SGLang's RMSNorm.forward_native in float32, op for op."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
 def model_class(dense: Callable | None = None) -> type:
