@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from service.kernels.attention_fused import extend_attention_fused
-from service.kernels.rope import neox_tables, rotate_neox
+from moe_sglang.direct_layers import AttentionDims, RaggedBatch, ragged_attention, rms_norm
+from service.kernels.rope import neox_tables
 from service.kernels.small_gemm import GemmPlan
 
 
@@ -149,33 +149,17 @@ class DirectDraft:
     ):
         mm = self.plan.mm
         ext = torch.as_tensor(ext_lens, dtype=torch.int64)
-        seq_lens = torch.as_tensor(prefix_lens, dtype=torch.int64) + ext
-        starts = torch.cumsum(ext, 0) - ext
+        rows = RaggedBatch(
+            out_cache_loc, req_to_token, pool_rows, torch.as_tensor(prefix_lens, dtype=torch.int64) + ext, ext,
+            torch.cumsum(ext, 0) - ext, max(ext_lens), mask,
+        )  # fmt: skip
         cos, sin = neox_tables(self.cos_sin_cache, positions)
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        scale = self.head_dim**-0.5
+        dims = AttentionDims(self.heads, self.kv_heads, self.head_dim)
         h = self.embed[tokens]
         pool = self.kv_pool()
         for layer in self.layers:
-            x = _rms_norm(h, layer.input_norm, self.eps)
-            q, k, v = mm(x, layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
-            q = rotate_neox(q, self.head_dim, cos, sin).view(-1, self.heads, self.head_dim)
-            k = rotate_neox(k, self.head_dim, cos, sin).view(-1, self.kv_heads, self.head_dim)
-            v = v.reshape(-1, self.kv_heads, self.head_dim)
-            k_buffer = pool.get_key_buffer(layer.layer_id)
-            v_buffer = pool.get_value_buffer(layer.layer_id)
-            k_buffer[out_cache_loc] = k
-            v_buffer[out_cache_loc] = v
-            o = torch.empty_like(q)
-            extend_attention_fused(
-                q, k, v, o, k_buffer, v_buffer, 1.0, 1.0, req_to_token, pool_rows, seq_lens, ext, starts,
-                max(ext_lens), scale, 0.0, False, 0, None, None, mask, True,
-            )  # fmt: skip
-            h = h + mm(o.view(-1, q_size), layer.o)
-            gate, up = mm(_rms_norm(h, layer.post_norm, self.eps), layer.gate_up).chunk(2, dim=-1)
+            x = rms_norm(h, layer.input_norm, self.eps)
+            h = h + ragged_attention(x, layer.qkv, layer.o, layer.layer_id, pool, rows, dims, cos, sin, mm)
+            gate, up = mm(rms_norm(h, layer.post_norm, self.eps), layer.gate_up).chunk(2, dim=-1)
             h = h + mm(F.silu(gate) * up, layer.down)
-        return mm(_rms_norm(h[logit_rows], self.norm, self.eps), self.lm_head)[:, : self.vocab]
-
-
-def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+        return mm(rms_norm(h[logit_rows], self.norm, self.eps), self.lm_head)[:, : self.vocab]

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from moe_sglang.draft_forward import _rms_norm  # SGLang's RMSNorm.forward_native in float32, op for op
+from moe_sglang.direct_layers import AttentionDims, RaggedBatch, qkv_rope, ragged_attention, rms_norm
 from service.kernels.attention_cpu import _gathered, _padded_slots
-from service.kernels.attention_fused import extend_attention_fused, sdpa
-from service.kernels.rope import neox_tables, rotate_neox
+from service.kernels.attention_fused import sdpa
+from service.kernels.rope import neox_tables
 
 logger = logging.getLogger(__name__)
 
@@ -170,23 +170,19 @@ class DirectTarget:
         slots, visible = _step_slots(req_to_token, pool_rows, seq_lens)
         loc = out_cache_loc.long()
         cos, sin = neox_tables(self.cos_sin_cache, positions)
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        scale = self.head_dim**-0.5
+        dims = self.dims
         h = self.embed[tokens]
         for layer in self.layers:
-            x = _rms_norm(h, layer.input_norm, self.eps)
-            q, k, v = mm(x, layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
-            q = rotate_neox(q, self.head_dim, cos, sin).view(batch, 1, self.heads, self.head_dim)
-            k = rotate_neox(k, self.head_dim, cos, sin).view(batch, self.kv_heads, self.head_dim)
+            q, k, v = qkv_rope(rms_norm(h, layer.input_norm, self.eps), layer.qkv, dims, cos, sin, mm)
             k_buffer = pool.get_key_buffer(layer.layer_id)
             v_buffer = pool.get_value_buffer(layer.layer_id)
             k_buffer[loc] = k
-            v_buffer[loc] = v.view(batch, self.kv_heads, self.head_dim)
-            o = sdpa(q, _gathered(k_buffer, slots, 1.0), _gathered(v_buffer, slots, 1.0), visible, scale)
-            h = h + mm(o.reshape(batch, q_size), layer.o)
-            x = _rms_norm(h, layer.post_norm, self.eps)
-            h = h + layer.experts(x, layer.topk(x, mm(x, layer.router)))
-        return mm(_rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
+            v_buffer[loc] = v
+            keys, values = _gathered(k_buffer, slots, 1.0), _gathered(v_buffer, slots, 1.0)
+            o = sdpa(q.view(batch, 1, dims.heads, dims.head_dim), keys, values, visible, dims.scale)
+            h = h + mm(o.reshape(batch, dims.q_size), layer.o)
+            h = h + self._moe(layer, h)
+        return self._lm_head(h)
 
     @torch.no_grad()  # not inference_mode: SGLang's sampler updates the logits in place outside it
     def verify(
@@ -206,32 +202,30 @@ class DirectTarget:
         """Logits [T, vocab] of every verify token; every token's K/V is written to its slot (spanned by SGLang's
         `step[VERIFY ...]` label, as decode)."""
         mm = self.mm
-        seq_lens = prefix_lens + ext_lens
-        max_ext = int(ext_lens.max())
-        loc = out_cache_loc.long()
+        rows = RaggedBatch(
+            out_cache_loc.long(), req_to_token, pool_rows, prefix_lens + ext_lens, ext_lens, starts,
+            int(ext_lens.max()), mask,
+        )  # fmt: skip
         cos, sin = neox_tables(self.cos_sin_cache, positions)
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        scale = self.head_dim**-0.5
+        dims = self.dims
         h = self.embed[tokens]
         for layer in self.layers:
-            x = _rms_norm(h, layer.input_norm, self.eps)
-            q, k, v = mm(x, layer.qkv).split([q_size, kv_size, kv_size], dim=-1)
-            q = rotate_neox(q, self.head_dim, cos, sin).view(-1, self.heads, self.head_dim)
-            k = rotate_neox(k, self.head_dim, cos, sin).view(-1, self.kv_heads, self.head_dim)
-            v = v.reshape(-1, self.kv_heads, self.head_dim)
-            k_buffer = pool.get_key_buffer(layer.layer_id)
-            v_buffer = pool.get_value_buffer(layer.layer_id)
-            k_buffer[loc] = k
-            v_buffer[loc] = v
-            o = torch.empty_like(q)
-            extend_attention_fused(
-                q, k, v, o, k_buffer, v_buffer, 1.0, 1.0, req_to_token, pool_rows, seq_lens, ext_lens, starts,
-                max_ext, scale, 0.0, False, 0, None, None, mask, True,
-            )  # fmt: skip
-            h = h + mm(o.view(-1, q_size), layer.o)
-            x = _rms_norm(h, layer.post_norm, self.eps)
-            h = h + layer.experts(x, layer.topk(x, mm(x, layer.router)))
-        return mm(_rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
+            x = rms_norm(h, layer.input_norm, self.eps)
+            h = h + ragged_attention(x, layer.qkv, layer.o, layer.layer_id, pool, rows, dims, cos, sin, mm)
+            h = h + self._moe(layer, h)
+        return self._lm_head(h)
+
+    @property
+    def dims(self) -> AttentionDims:
+        return AttentionDims(self.heads, self.kv_heads, self.head_dim)
+
+    def _moe(self, layer: TargetLayer, h: torch.Tensor) -> torch.Tensor:
+        """The MoE sublayer's output [T, hidden]: the layer's own TopK and FusedMoE modules on the normed state."""
+        x = rms_norm(h, layer.post_norm, self.eps)
+        return layer.experts(x, layer.topk(x, self.mm(x, layer.router)))
+
+    def _lm_head(self, h: torch.Tensor) -> torch.Tensor:
+        return self.mm(rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
 
 
 def _step_slots(

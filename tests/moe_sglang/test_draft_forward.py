@@ -3,13 +3,12 @@ Llama on the same weights: a catch-up of two prompts together (the padded attent
 cached prefix (siblings that must not see each other), one request alone (the unpadded path), GQA heads, the rows
 asked for only; every token's K/V lands in its own slot of the pool."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
 from moe_sglang import cpu_rope
 from moe_sglang.draft_forward import DirectDraft, DraftLayer
+from tests.moe_sglang.direct_fixtures import fused_qkv, nan_pool, spread_weights, two_request_slots
 
 HEADS, KV_HEADS, HEAD_DIM, SLOTS, CONTEXT = 4, 2, 16, 128, 64
 
@@ -30,14 +29,7 @@ def hf():
         tie_word_embeddings=False,
     )
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).float().eval()
-    with torch.no_grad():
-        for param in model.parameters():  # larger than the init's 0.02, so logits differ by a lot
-            if param.dim() >= 2:
-                param.normal_(0.0, 2.0 / param.shape[-1] ** 0.5)
-            else:
-                param.uniform_(0.5, 1.5)
-    return model
+    return spread_weights(transformers.LlamaForCausalLM(config))
 
 
 def direct_of(hf) -> DirectDraft:
@@ -45,9 +37,7 @@ def direct_of(hf) -> DirectDraft:
     layers = tuple(
         DraftLayer(
             input_norm=layer.input_layernorm.weight,
-            qkv=torch.cat(
-                [layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight, layer.self_attn.v_proj.weight]
-            ),
+            qkv=fused_qkv(layer.self_attn),
             o=layer.self_attn.o_proj.weight,
             post_norm=layer.post_attention_layernorm.weight,
             gate_up=torch.cat([layer.mlp.gate_proj.weight, layer.mlp.up_proj.weight]),
@@ -56,9 +46,7 @@ def direct_of(hf) -> DirectDraft:
         )
         for i, layer in enumerate(hf.model.layers)
     )
-    keys = [torch.full((SLOTS, KV_HEADS, HEAD_DIM), float("nan")) for _ in layers]  # unwritten slots poison reads
-    values = [torch.full((SLOTS, KV_HEADS, HEAD_DIM), float("nan")) for _ in layers]
-    pool = SimpleNamespace(get_key_buffer=keys.__getitem__, get_value_buffer=values.__getitem__, keys=keys)
+    pool = nan_pool(len(layers), SLOTS, KV_HEADS, HEAD_DIM)
     rope = cpu_rope.sglang_rope(HEAD_DIM, HEAD_DIM, CONTEXT, hf.config.rope_parameters["rope_theta"])
     return DirectDraft(
         embed=hf.model.embed_tokens.weight,
@@ -75,7 +63,7 @@ def direct_of(hf) -> DirectDraft:
     )
 
 
-REQ_TO_TOKEN = torch.stack([torch.arange(CONTEXT), torch.arange(CONTEXT, 2 * CONTEXT)]).int()  # request b -> its slots
+REQ_TO_TOKEN = two_request_slots(CONTEXT)
 
 
 def forward(draft, parts, rows=None):

@@ -3,14 +3,13 @@ Mixtral on the same weights: two requests of different lengths decoded token by 
 attention path) and one alone (the unpadded path), GQA heads; every token's K/V lands in its own slot of the pool,
 and the routing and experts are the layer's own callables (in the engine: SGLang's TopK and FusedMoE modules)."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
 from moe_sglang import cpu_rope
 from moe_sglang.target_forward import DirectTarget, TargetLayer
 from service.kernels.moe_ref import moe_forward, route_topk
+from tests.moe_sglang.direct_fixtures import fused_qkv, nan_pool, spread_weights, two_request_slots
 
 HEADS, KV_HEADS, HEAD_DIM, EXPERTS, TOP_K, SLOTS, CONTEXT = 4, 2, 16, 8, 2, 128, 64
 
@@ -33,14 +32,7 @@ def hf():
         tie_word_embeddings=False,
     )
     torch.manual_seed(0)
-    model = transformers.MixtralForCausalLM(config).float().eval()
-    with torch.no_grad():
-        for param in model.parameters():  # larger than the init's 0.02, so logits and routing differ by a lot
-            if param.dim() >= 2:
-                param.normal_(0.0, 2.0 / param.shape[-1] ** 0.5)
-            else:
-                param.uniform_(0.5, 1.5)
-    return model
+    return spread_weights(transformers.MixtralForCausalLM(config))
 
 
 class Routing:
@@ -66,9 +58,7 @@ def direct_of(hf) -> DirectTarget:
     layers = tuple(
         TargetLayer(
             input_norm=layer.input_layernorm.weight,
-            qkv=torch.cat(
-                [layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight, layer.self_attn.v_proj.weight]
-            ),
+            qkv=fused_qkv(layer.self_attn),
             o=layer.self_attn.o_proj.weight,
             post_norm=layer.post_attention_layernorm.weight,
             router=layer.mlp.gate.weight,
@@ -93,13 +83,7 @@ def direct_of(hf) -> DirectTarget:
     )
 
 
-def fresh_pool(num_layers: int):
-    keys = [torch.full((SLOTS, KV_HEADS, HEAD_DIM), float("nan")) for _ in range(num_layers)]  # unwritten: poison
-    values = [torch.full((SLOTS, KV_HEADS, HEAD_DIM), float("nan")) for _ in range(num_layers)]
-    return SimpleNamespace(get_key_buffer=keys.__getitem__, get_value_buffer=values.__getitem__, keys=keys)
-
-
-REQ_TO_TOKEN = torch.stack([torch.arange(CONTEXT), torch.arange(CONTEXT, 2 * CONTEXT)]).int()  # request b -> its slots
+REQ_TO_TOKEN = two_request_slots(CONTEXT)
 
 
 def reference(hf, tokens):
@@ -113,7 +97,7 @@ B = [60, 2, 299, 14, 14, 14, 90]
 
 def test_decode_equals_transformers_mixtral(hf):
     direct = direct_of(hf)
-    pool = fresh_pool(len(direct.layers))
+    pool = nan_pool(len(direct.layers), SLOTS, KV_HEADS, HEAD_DIM)
     got = {0: [], 1: []}
     # A's first tokens alone (one request: unpadded), then A and B together (padded to the longer), B's row 1
     for step in range(len(A)):
@@ -167,7 +151,7 @@ def test_verify_equals_transformers_mixtral(hf):
     """A ragged verify after cached prompts: A verifies a tree (a root, then two siblings that must not see each
     other), B a 1-token root alone in the same forward; then B alone verifies a chain (causal, no mask)."""
     direct = direct_of(hf)
-    pool = fresh_pool(len(direct.layers))
+    pool = nan_pool(len(direct.layers), SLOTS, KV_HEADS, HEAD_DIM)
     for row, prompt in ((0, A), (1, B)):  # the prompts' K/V, as the engine's prefill leaves them
         n = len(prompt)
         verify(direct, pool, [(row, 0, prompt, range(n), torch.ones(n, n, dtype=torch.bool).tril())])
