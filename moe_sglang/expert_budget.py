@@ -118,7 +118,13 @@ TOPK_TARGETS = tuple(f"sglang.srt.layers.moe.topk.TopK.forward_{p}" for p in ("n
 def topk_hook(original, topk, hidden_states, router_logits, *args, **kwargs):
     """AROUND hook of TopK.forward_*: outside a decode step's target forward (prefill, the draft model) routing
     passes through untouched."""
-    out = original(topk, hidden_states, router_logits, *args, **kwargs)
+    return scoped(topk, original(topk, hidden_states, router_logits, *args, **kwargs), router_logits)
+
+
+def scoped(topk, out, router_logits: torch.Tensor):
+    """The TopK module `topk`'s output `out` as the MoE should compute it: inside a verify scope counted (and
+    budgeted where the scope has a budget), elsewhere unchanged (also called by inline_moe.py, which routes without
+    the module)."""
     scope = _VERIFY.get()
     if scope is None or topk.is_draft or not hasattr(out, "topk_ids") or not hasattr(out, "_replace"):
         return out

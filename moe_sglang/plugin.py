@@ -32,7 +32,8 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
 10. makes sampled speculative verification lossless on CPU (sampled_verify.py);
 11. registers SGLang's MixtralForCausalLM subclassed so that its decode and verify forwards run the arithmetic directly
-    over the KV pool, without SGLang's model stack (target_forward.py; setting `target_forward=sglang` keeps
+    over the KV pool, without SGLang's model stack, its MoE sublayers without the TopK / FusedMoE modules' dispatch
+    (target_forward.py, inline_moe.py; setting `target_forward=modules` keeps the modules, `target_forward=sglang`
     SGLang's forward).
 
 SGLang logs and swallows plugin exceptions, so failures are also recorded in `PluginState`; an incompatible SGLang
@@ -100,8 +101,9 @@ def _load_cpu() -> None:
     if settings.cpu_gemm in ("tuned", "unfused"):
         cpu_dense.install()
     cpu_rope.install()
-    if settings.target_forward == "direct":
-        target_forward.install(cpu_dense.product if settings.cpu_gemm in ("tuned", "unfused") else None)
+    if settings.target_forward != "sglang":
+        dense = cpu_dense.product if settings.cpu_gemm in ("tuned", "unfused") else None
+        target_forward.install(dense, inline_moe=settings.target_forward == "direct")
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()

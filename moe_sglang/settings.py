@@ -45,8 +45,10 @@ DRAFT_FORWARD = ("direct", "sglang")
 
 # How the CPU engine's target model runs its decode and verify forwards (moe_sglang/target_forward.py): direct = its
 # arithmetic over the KV pool, without SGLang's model stack, where that reproduces the model (a Mixtral-shaped float32
-# model on CPU; otherwise SGLang's forward); sglang = always SGLang's forward. The second is kept for comparisons.
-TARGET_FORWARD = ("direct", "sglang")
+# model on CPU; otherwise SGLang's forward), its MoE sublayers without the TopK / FusedMoE modules' dispatch where
+# that is a no-op (moe_sglang/inline_moe.py); modules = direct, the MoE through those modules; sglang = always
+# SGLang's forward. The last two are kept for comparisons.
+TARGET_FORWARD = ("direct", "modules", "sglang")
 
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",

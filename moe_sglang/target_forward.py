@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from moe_sglang.direct_layers import AttentionDims, RaggedBatch, qkv_rope, ragged_attention, rms_norm
+from moe_sglang.inline_moe import InlineMoE, blocked
 from service.kernels.attention_cpu import _gathered, _padded_slots
 from service.kernels.attention_fused import sdpa
 from service.kernels.rope import neox_tables
@@ -54,6 +55,8 @@ class TargetLayer:
     topk: Callable  # SGLang's TopK module of the layer: (hidden, router_logits) -> TopKOutput
     experts: Callable  # SGLang's FusedMoE module of the layer: (hidden, TopKOutput) -> [T, hidden]
     layer_id: int  # its index in the KV pool
+    inline: Callable | None = None  # (hidden, router_logits) -> [T, hidden], the two modules' work without their
+    # dispatch (inline_moe.py); None: the modules
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,12 @@ class DirectTarget:
     eps: float
     cos_sin_cache: torch.Tensor  # [max_positions, head_dim] cosines then sines (SGLang's RotaryEmbedding)
     mm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.linear  # x [m, in] @ w [out, in].T
+    modules_why: str = ""  # why the MoE sublayers run through SGLang's modules ("": inline where a forward allows)
 
     @classmethod
-    def of(cls, model, mm: Callable | None = None) -> tuple[DirectTarget | None, str]:
-        """The direct decode forward of SGLang's MixtralForCausalLM `model`, or (None, why it cannot reproduce it)."""
+    def of(cls, model, mm: Callable | None = None, inline_moe: bool = True) -> tuple[DirectTarget | None, str]:
+        """The direct decode forward of SGLang's MixtralForCausalLM `model`, or (None, why it cannot reproduce it);
+        `inline_moe`: its MoE sublayers without the modules' dispatch where inline_moe.py allows."""
         from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE
         from sglang.srt.layers.quantization.unquant import UnquantizedFusedMoEMethod, UnquantizedLinearMethod
 
@@ -96,7 +101,7 @@ class DirectTarget:
             "UnquantizedEmbeddingMethod",
         ):
             return None, "a quantized LM head"
-        layers = []
+        layers, modules_why = [], "" if inline_moe else "setting target_forward=modules"
         for layer in inner.layers:
             attn, moe = layer.self_attn, layer.block_sparse_moe
             rope = attn.rotary_emb
@@ -115,6 +120,8 @@ class DirectTarget:
             norms = (layer.input_layernorm, layer.post_attention_layernorm)
             if any(n.variance_size_override is not None or n.weight.dtype != torch.float32 for n in norms):
                 return None, "norms over part of the hidden state or not in float32"
+            inline, why = InlineMoE.of(moe.topk, experts) if not modules_why else (None, modules_why)
+            modules_why = modules_why or why
             layers.append(
                 TargetLayer(
                     input_norm=layer.input_layernorm.weight,
@@ -125,6 +132,7 @@ class DirectTarget:
                     topk=moe.topk,
                     experts=experts,
                     layer_id=attn.attn.layer_id,
+                    inline=inline,
                 )
             )
         first = inner.layers[0].self_attn
@@ -148,6 +156,7 @@ class DirectTarget:
                 eps=inner.norm.variance_epsilon,
                 cos_sin_cache=first.rotary_emb.cos_sin_cache,
                 mm=mm or F.linear,
+                modules_why=modules_why,
             ),
             "",
         )
@@ -162,6 +171,7 @@ class DirectTarget:
         req_to_token: torch.Tensor,  # [pool rows, max context] int32, the slots of each request's positions
         pool_rows: torch.Tensor,  # [B] the requests' rows of req_to_token
         seq_lens: list[int],  # [B] each request's length including this token
+        inline_moe: bool = True,  # the layers' inline MoE where they have one (inline_moe.blocked says when not)
     ) -> torch.Tensor:
         """Logits [B, vocab] of the next token of each request; every token's K/V is written to its slot. (No
         profiler label of its own: SGLang's `step[DECODE ...]` already spans it, bench.step_profile reads that.)"""
@@ -181,7 +191,7 @@ class DirectTarget:
             keys, values = _gathered(k_buffer, slots, 1.0), _gathered(v_buffer, slots, 1.0)
             o = sdpa(q.view(batch, 1, dims.heads, dims.head_dim), keys, values, visible, dims.scale)
             h = h + mm(o.reshape(batch, dims.q_size), layer.o)
-            h = h + self._moe(layer, h)
+            h = h + self._moe(layer, h, inline_moe)
         return self._lm_head(h)
 
     @torch.no_grad()  # not inference_mode: SGLang's sampler updates the logits in place outside it
@@ -198,6 +208,7 @@ class DirectTarget:
         starts: torch.Tensor,  # [B] int64, request b's first row in `tokens`
         mask: torch.Tensor | None,  # [sum ext_b^2] bool, request b's [ext_b, ext_b] block (token i sees token j);
         # None: causal inside each block (a chain)
+        inline_moe: bool = True,  # as in decode
     ) -> torch.Tensor:
         """Logits [T, vocab] of every verify token; every token's K/V is written to its slot (spanned by SGLang's
         `step[VERIFY ...]` label, as decode)."""
@@ -212,17 +223,21 @@ class DirectTarget:
         for layer in self.layers:
             x = rms_norm(h, layer.input_norm, self.eps)
             h = h + ragged_attention(x, layer.qkv, layer.o, layer.layer_id, pool, rows, dims, cos, sin, mm)
-            h = h + self._moe(layer, h)
+            h = h + self._moe(layer, h, inline_moe)
         return self._lm_head(h)
 
     @property
     def dims(self) -> AttentionDims:
         return AttentionDims(self.heads, self.kv_heads, self.head_dim)
 
-    def _moe(self, layer: TargetLayer, h: torch.Tensor) -> torch.Tensor:
-        """The MoE sublayer's output [T, hidden]: the layer's own TopK and FusedMoE modules on the normed state."""
+    def _moe(self, layer: TargetLayer, h: torch.Tensor, inline: bool) -> torch.Tensor:
+        """The MoE sublayer's output [T, hidden] on the normed state: the layer's TopK and FusedMoE modules' work,
+        inline or through the modules."""
         x = rms_norm(h, layer.post_norm, self.eps)
-        return layer.experts(x, layer.topk(x, self.mm(x, layer.router)))
+        router_logits = self.mm(x, layer.router)
+        if inline and layer.inline is not None:
+            return layer.inline(x, router_logits)
+        return layer.experts(x, layer.topk(x, router_logits))
 
     def _lm_head(self, h: torch.Tensor) -> torch.Tensor:
         return self.mm(rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
@@ -240,7 +255,7 @@ def _step_slots(
     return slots, valid[:, None, :]
 
 
-def model_class(dense: Callable | None = None) -> type:
+def model_class(dense: Callable | None = None, inline_moe: bool = True) -> type:
     """SGLang's MixtralForCausalLM with decode and ragged verify forwards run by DirectTarget where it reproduces the
     model (built at the first such forward, when the weights are loaded); `dense` multiplies the dense products
     (default F.linear)."""
@@ -269,31 +284,43 @@ def model_class(dense: Callable | None = None) -> type:
             pool, req_to_token = backend.token_to_kv_pool, backend.req_to_token_pool.req_to_token
             seq_lens = forward_batch.seq_lens_cpu
             seq_lens = seq_lens if seq_lens is not None else forward_batch.seq_lens
+            inline = not direct.modules_why and not _why_modules(direct)
             if layout is None:
                 logits = direct.decode(
                     input_ids, positions, forward_batch.out_cache_loc, pool, req_to_token,
-                    forward_batch.req_pool_indices, seq_lens.tolist(),
+                    forward_batch.req_pool_indices, seq_lens.tolist(), inline,
                 )  # fmt: skip
             else:
                 spec_info = forward_batch.spec_info
                 logits = direct.verify(
                     input_ids, positions, forward_batch.out_cache_loc, pool, req_to_token,
                     forward_batch.req_pool_indices, seq_lens.long(), layout.verify_lens.long(),
-                    layout.extend_start_loc.long(), spec_info.custom_mask if spec_info.tree_topk != 1 else None,
+                    layout.extend_start_loc.long(), spec_info.custom_mask if spec_info.tree_topk != 1 else None, inline,
                 )  # fmt: skip
             return LogitsProcessorOutput(next_token_logits=logits)
 
         def _direct(self) -> DirectTarget | None:
             if not hasattr(self, "_moe_serve_direct"):
-                direct, why = DirectTarget.of(self, dense)
+                direct, why = DirectTarget.of(self, dense, inline_moe)
                 self._moe_serve_direct = direct
                 if direct is None:
                     logger.info("target model: SGLang's forward (%s)", why)
                 else:
                     logger.info("target model: direct decode forward (%d layers)", len(direct.layers))
+                    if direct.modules_why:
+                        logger.info("target model: MoE through SGLang's modules (%s)", direct.modules_why)
             return self._moe_serve_direct
 
     return MoeServeMixtralForCausalLM
+
+
+def _why_modules(direct: DirectTarget) -> str:
+    """Why this forward's MoE sublayers go through SGLang's modules (inline_moe.blocked), logged once per reason."""
+    why = blocked(direct.layers[0].layer_id)
+    if why and why not in _LOGGED:
+        _LOGGED.add(why)
+        logger.info("target model: MoE through SGLang's modules for %s", why)
+    return why
 
 
 def _not_direct(forward_batch, backend, layout, capture_modes) -> str:
@@ -320,8 +347,8 @@ def _not_direct(forward_batch, backend, layout, capture_modes) -> str:
     return ""
 
 
-def install(dense: Callable | None = None) -> None:
+def install(dense: Callable | None = None, inline_moe: bool = True) -> None:
     """Register the subclass for MixtralForCausalLM in SGLang's model registry (this process's model loads)."""
     from sglang.srt.models.registry import ModelRegistry
 
-    ModelRegistry.models[ARCHITECTURE] = model_class(dense)
+    ModelRegistry.models[ARCHITECTURE] = model_class(dense, inline_moe)

@@ -13,6 +13,7 @@ Hooks (`use="hook"`) remain only where SGLang has no mechanism; each says why.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import pkgutil
 import re
@@ -379,9 +380,71 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
             ("layernorm.RMSNorm", "variance_size_override"),
             ("logits_processor.LogitsProcessor", "logit_scale"),
             ("logits_processor.LogitsProcessor", "final_logit_softcapping"),
-            ("logits_processor.LogitsProcessor", "use_fp32_lm_head"),
         )
     ),
+    # --- the direct forward's MoE sublayers without the modules' dispatch (inline_moe.py)
+    Touchpoint(
+        "sglang.srt.layers.moe.topk.fused_topk_native",
+        "call",
+        "the routing arithmetic select_experts calls under TopK.forward_native",
+        "(hidden_states, gating_output, topk, renormalize, correction_bias=None, scoring_func='softmax')",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.topk.build_precomputed_topk_output",
+        "call",
+        "SGLang's post-processing for routers that compute (weights, ids) themselves: capture + recorder",
+        "(topk_weights, topk_ids, topk_config, layer_id)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.topk.resolve_routing_inputs",
+        "call",
+        "a forward's padded-token count and EPLB placement (inline only without either)",
+        "(*, layer_id, is_draft, num_token_non_padded=None, expert_location_dispatch_info=None)",
+    ),
+    Touchpoint(
+        "sglang.kernels.fused_op.BaseFusedOp._resolve_forward_method",
+        "call",
+        "which forward SGLang dispatches a TopK / MoE method to (inline only where it is the CPU one)",
+        "(self)",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.utils.should_use_flashinfer_cutlass_moe_fp4_allgather",
+        "call",
+        "the standard dispatcher's one non-trivial dispatch",
+        "()",
+    ),
+    Touchpoint("sglang.srt.utils.use_intel_amx_backend", "call", "AMX-packed experts take another kernel", "(layer)"),
+    *(
+        Touchpoint(f"sglang.srt.environ.Envs.{name}", "attribute", "routing simulation replaces the router's choice")
+        for name in ("SGLANG_SIMULATE_UNIFORM_EXPERTS", "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS")
+    ),
+    *(
+        Touchpoint(f"sglang.srt.layers.{owner}.{name}", "attribute", "inline MoE: what the modules would do")
+        for owner, names in (
+            (
+                "moe.topk.TopK",
+                ("topk_config", "is_draft", "layer_id", "enable_waterfill", "waterfill_balancer"),
+            ),
+            (
+                "moe.topk.TopKConfig",
+                (
+                    "top_k",
+                    "renormalize",
+                    "use_grouped_topk",
+                    "custom_routing_function",
+                    "correction_bias",
+                    "scoring_func",
+                    "num_shared_topk_slots",
+                    "apply_routed_scaling_factor_on_output",
+                    "routed_scaling_factor",
+                ),
+            ),
+            ("moe.fused_moe_triton.layer.FusedMoE", ("dispatcher", "moe_ep_size", "_dwdp_bound", "_use_ascend_fuseep")),
+            ("quantization.unquant.UnquantizedFusedMoEMethod", ("forward_cpu", "moe_runner_config")),
+            ("moe.token_dispatcher.standard.StandardDispatcher", ("local_expert_mapping",)),
+        )
+        for name in names
+    ),  # fmt: skip
     *(
         Touchpoint(f"sglang.srt.model_executor.forward_batch_info.ForwardBatch.{name}", "attribute", "the decode batch")
         for name in (
@@ -424,7 +487,8 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint(
         "sglang.srt.layers.moe.topk.TopK.forward_native",
         "hook",
-        "expert budget + expert counting in verify: SGLang has no extension point between router and MoE kernel",
+        "expert budget + expert counting in verify: SGLang has no extension point between router and MoE kernel "
+        "(inline_moe.py also compares a TopK's dispatch with it and applies the same scope)",
         "(self, hidden_states, router_logits, *, num_token_non_padded=None, expert_location_dispatch_info=None, "
         "dynamic_expert_bias=None, router_logits_partials=None)",
     ),
@@ -446,7 +510,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "sglang.srt.layers.moe.fused_moe_native.moe_forward_native",
         "hook",
         "the CPU MoE forward with tuned expert products (cpu_moe.py): SGLang has no registry for the CPU MoE kernel; "
-        "forward_cpu imports this function at each call",
+        "forward_cpu imports this function at each call (inline_moe.py calls it the same way)",
         "(layer, x, topk_output, moe_runner_config)",
     ),
     Touchpoint(
@@ -465,7 +529,9 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     ),
     *(
         Touchpoint(
-            f"sglang.srt.layers.logits_processor.LogitsProcessor.{name}", "attribute", "cpu_dense: its plain path"
+            f"sglang.srt.layers.logits_processor.LogitsProcessor.{name}",
+            "attribute",
+            "cpu_dense, target_forward: a plain LM head",
         )
         for name in ("use_fp32_lm_head", "rl_on_policy_target")
     ),
@@ -616,13 +682,16 @@ def plain_signature(obj) -> str:
 
 
 def _check_attribute(target: str) -> str | None:
-    """`module.Class.name`: a class attribute, or an instance attribute its __init__ (or a method) assigns."""
+    """`module.Class.name`: a class attribute, a dataclass field, or an instance attribute its __init__ (or a method)
+    assigns."""
     owner_path, name = target.rsplit(".", 1)
     try:
         owner = pkgutil.resolve_name(owner_path)
     except (ImportError, AttributeError) as err:
         return f"owner not found ({err})"
-    if hasattr(owner, name):
+    if hasattr(owner, name) or (
+        dataclasses.is_dataclass(owner) and name in {f.name for f in dataclasses.fields(owner)}
+    ):
         return None
     for cls in inspect.getmro(owner):
         try:

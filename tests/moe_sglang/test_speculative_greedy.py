@@ -67,8 +67,10 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
         if length == LONG:
             accept_lengths.append(out["meta_info"]["spec_accept_length"])
     log = engine_pool.logs[spec_config(case, tiny_models)].read_text()
-    # the Mixtral target's plain decodes and ragged verifies ran directly (target_forward.py), none fell back
+    # the Mixtral target's plain decodes and ragged verifies ran directly (target_forward.py), none fell back, their
+    # MoE sublayers inline (inline_moe.py)
     assert "target model: direct decode forward" in log and "target model: SGLang's forward" not in log
+    assert "MoE through SGLang's modules" not in log
     if SPEC_CASES[case]["algorithm"] == "standalone":  # which forward the draft ran, and why not the direct one
         expected = (
             "direct forward"

@@ -42,3 +42,10 @@ def test_hooks_only_on_inventory_targets():
 def test_every_hook_says_why_and_every_use_is_known():
     for point in touchpoints.TOUCHPOINTS:
         assert point.use in touchpoints.USES and point.why.strip(), point
+
+
+def test_each_target_is_listed_once():
+    """The inventory is looked up by target (a hook is refused unless its entry says hook): a second entry for the same
+    name would silently replace the first."""
+    targets = [point.target for point in touchpoints.TOUCHPOINTS]
+    assert sorted(t for t in set(targets) if targets.count(t) > 1) == []
