@@ -202,19 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     prompts = as_token_ids(prompt_sets(16, 160 if args.quick else 400), model, 96)["mixed"]
     threads = args.engine_threads
     specs = {"ngram": speculation("ngram", args.draft), "standalone": speculation("standalone", args.draft)}
-    # at most four engines at once: each holds ~3 GB (SGLang's processes) of the machine's 24
+    # at most four engines at once: each holds ~3 GB (SGLang's processes) of the machine's 24; the speculative
+    # engines of the K = 0 rows are the ragged ones of the layout rows (an engine start is ~45 s of a quick run)
     sync = engine(model, SpeculationConfig("none"), "ragged", threads, ("--disable-overlap-schedule",))
-    with _engines(
-        folder,
-        {"plain": engine(model, SpeculationConfig("none"), "ragged", threads), "plain-sync": sync}
-        | {name: engine(model, spec, "ragged", threads) for name, spec in specs.items()},
-    ) as urls:
-        rows = k0_rows(urls, prompts, tokens, batches, repeats)
-    layouts = []
-    for drafter, spec in specs.items():
-        configs = {layout: engine(model, spec, layout, threads) for layout in ("ragged", "rectangular")}
-        with _engines(folder, configs, prefix=f"{drafter}-") as urls:
-            layouts += layout_rows(urls, drafter, prompts, tokens, repeats)
+    plain = {"plain": engine(model, SpeculationConfig("none"), "ragged", threads), "plain-sync": sync}
+    with _engines(folder, {name: engine(model, spec, "ragged", threads) for name, spec in specs.items()}) as ragged:
+        with _engines(folder, plain) as urls:
+            rows = k0_rows(urls | ragged, prompts, tokens, batches, repeats)
+        layouts = []
+        for drafter, spec in specs.items():
+            rectangular = {"rectangular": engine(model, spec, "rectangular", threads)}
+            with _engines(folder, rectangular, prefix=f"{drafter}-") as urls:
+                layouts += layout_rows({"ragged": ragged[drafter], **urls}, drafter, prompts, tokens, repeats)
     summary, saved = ratio_summary(rows), layout_summary(layouts)
     print(table(summary, ["variant", "batch", "metric", "median_ratio", "min_ratio", "max_ratio", "rounds"]))
     print(table(saved, list(saved[0])))

@@ -14,6 +14,7 @@ Hooks (`use="hook"`) remain only where SGLang has no mechanism; each says why.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import pkgutil
 import re
@@ -694,14 +695,21 @@ def _check_attribute(target: str) -> str | None:
     ):
         return None
     for cls in inspect.getmro(owner):
-        try:
-            source = inspect.getsource(cls)
-        except (OSError, TypeError):
-            continue
+        source = _class_source(cls)
         # `self.x =`, `self.x:` or a tuple target `self.x, self.y = ...` at the start of a line
-        if re.search(rf"self\.{name}\s*(:|=(?!=))|^\s*self\.{name},[^\n=]*=(?!=)", source, re.MULTILINE):
+        if source and re.search(rf"self\.{name}\s*(:|=(?!=))|^\s*self\.{name},[^\n=]*=(?!=)", source, re.MULTILINE):
             return None
     return f"{owner.__name__} no longer has or assigns {name!r}"
+
+
+@functools.cache
+def _class_source(cls: type) -> str:
+    """A class's source ("" where it has none): once per class, since inspect parses the class's whole module at each
+    call and the inventory reads many attributes of the same classes, at every engine process's start."""
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):
+        return ""
 
 
 def main() -> int:

@@ -56,7 +56,7 @@ def spec_engine(case, tiny_models, engine_pool) -> str:
     return engine_pool.url(spec_config(case, tiny_models))
 
 
-@pytest.mark.parametrize("case", list(SPEC_CASES))
+@pytest.mark.parametrize("case", list(SPEC_CASES), scope="module")
 def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engine_pool):
     url = spec_engine(case, tiny_models, engine_pool)
     accept_lengths = []
@@ -86,7 +86,7 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
         assert max(accept_lengths) > 1.2, f"{case}: drafts were hardly accepted: {accept_lengths}"
 
 
-@pytest.mark.parametrize("case", ["standalone-dense-chain", "standalone-dense-tree"])
+@pytest.mark.parametrize("case", ["standalone-dense-chain", "standalone-dense-tree"], scope="module")
 def test_dense_draft_runs_directly_and_drafts_as_sglangs_runner(case, plain_outputs, tiny_models, engine_pool):
     """The dense draft's forwards run without SGLang's runner (moe_sglang/draft_forward.py; the engine log says so),
     and its drafts are the runner's: at static K = 3 every request verifies and accepts exactly as on an engine whose
@@ -118,7 +118,7 @@ def mixed_steps(url) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(MIXED_STEPS + "_total"))
 
 
-@pytest.mark.parametrize("case", [c for c in SPEC_CASES if c != "standalone-poor-draft"])
+@pytest.mark.parametrize("case", [c for c in SPEC_CASES if c != "standalone-poor-draft"], scope="module")
 def test_mixed_k_batch_equals_plain(case, plain_outputs, tiny_models, engine_pool):
     """Four requests with K = 0, 1, 2, 3 decoding together: each one's output equals plain decoding."""
     url = spec_engine(case, tiny_models, engine_pool)
