@@ -15,8 +15,9 @@ the CPU MoE function FusedMoE reaches (`moe_forward_native`, looked up at each c
 cpu_moe.py's tuned one where installed). Taken only where SGLang's other work is a no-op, the conditions of
 SGLang's `precomputed_topk_postprocess_is_noop` on the CPU branch of `_post_process_topk_ids` (no shared-expert
 slots, no EPLB dispatch info, no padded-token count, no routing simulation) plus plain softmax top-k routing, no
-Waterfill, a single expert-parallel rank, the standard dispatcher, no AMX-packed weights. `InlineMoE.of` says why
-not otherwise (the forward then calls the modules), `blocked` checks the per-forward inputs.
+Waterfill, a single expert-parallel rank, the standard dispatcher, no AMX-packed weights. `InlineMoE.of` checks what
+is fixed for the process and says why not otherwise (the forward then calls the modules); `blocked` checks what SGLang
+binds per forward.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ class InlineMoE:
             return None, "a routed scaling factor on the output"
         if topk.enable_waterfill or topk.waterfill_balancer is not None:
             return None, "Waterfill expert balancing"
+        from sglang.srt.environ import envs
+
+        if envs.SGLANG_SIMULATE_UNIFORM_EXPERTS.get() or envs.SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS.get():
+            return None, "simulated expert routing (SGLANG_SIMULATE_* in the environment)"
         method = experts.quant_method
         if type(experts) is not FusedMoE or not isinstance(method, UnquantizedFusedMoEMethod):
             return None, f"experts {type(experts).__name__} ({type(method).__name__})"
@@ -100,8 +105,4 @@ def blocked(layer_id: int) -> str:
     padded, placement = resolve_routing_inputs(layer_id=layer_id, is_draft=False)
     if padded is not None or placement is not None:
         return "a padded-token count or EPLB placement bound to the forward"
-    from sglang.srt.environ import envs
-
-    if envs.SGLANG_SIMULATE_UNIFORM_EXPERTS.get() or envs.SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS.get():
-        return "simulated expert routing"
     return ""
