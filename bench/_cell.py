@@ -54,13 +54,18 @@ def measure_cell(variants: dict, prompts: list, tokens: int, batch: int, repeats
 
 def merged(results: list[dict]) -> dict:
     """One measurement from the run_batch results of its waves: means over requests (weighted by each wave's
-    requests), the worst wave's P90 TPOT, tokens per second over the waves' summed wall time."""
+    requests; ITL over the waves that have one), the worst wave's P90 TPOT, tokens per second over the waves' summed
+    wall time."""
     if len(results) == 1:
         return results[0]
     n = sum(r["requests"] for r in results)
     out: dict = {"requests": n}
     for key in ("tpot_ms", "ttft_ms", "e2e_per_token_ms"):
         out[key] = sum(r[key] * r["requests"] for r in results) / n
+    timed = [r for r in results if r.get("itl_ms") is not None]  # a wave streamed in one chunk has no ITL
+    out["itl_ms"] = (
+        sum(r["itl_ms"] * r["requests"] for r in timed) / sum(r["requests"] for r in timed) if timed else None
+    )
     out["tpot_p90_ms"] = max(r["tpot_p90_ms"] for r in results)
     out["tokens_per_s"] = sum(r["tokens"] for r in results) / sum(r["wall_s"] for r in results)
     return out
@@ -71,7 +76,11 @@ def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:
     rows = []
     for name, results in runs.items():
         row = {**keys, "policy": name, "rounds": len(results)}
-        row |= {key: statistics.median(r[key] for r in results) for key in results[0]}
+        row |= {
+            key: statistics.median(r[key] for r in results)
+            for key in results[0]
+            if all(r.get(key) is not None for r in results)
+        }
         for metric in ("tpot_ms", "e2e_per_token_ms"):
             values = [r[metric] for r in results]
             row[f"{metric}_min"], row[f"{metric}_max"] = min(values), max(values)

@@ -1,10 +1,20 @@
 """Closed-loop load for engine benches: streamed `/v1/completions` requests, timed on the client like
-`vllm bench serve` (TTFT = send -> first text, TPOT = (E2E - TTFT) / (output tokens - 1)). Works against SGLang and
-vLLM alike; engine-specific fields (SGLang's `custom_params` hints) go in `extra`."""
+`vllm bench serve` (TTFT = send -> first text, TPOT = (E2E - TTFT) / (output tokens - 1), ITL = the median gap
+between streamed text chunks). Works against SGLang and vLLM alike; engine-specific fields (SGLang's `custom_params`
+hints) go in `extra`.
+
+TPOT depends on when an engine streams a request's first and last token, ITL does not. SGLang's overlap scheduler
+streams a step's tokens after it has launched the next batch, which on the CPU engine means after that batch has run:
+a request's first token leaves one step late (TTFT takes a step that TPOT then lacks, ~1 / (n - 1) of TPOT for n
+output tokens), and a first token that a wave's later prefill follows waits for that prefill in TTFT instead of in
+TPOT. A synchronous engine (moe-serve's speculative ones) streams each token when its step ends. Where no request
+speculates every chunk is one token and ITL is the decode step as the client sees it, whichever scheduler ran it; with
+speculation a chunk may carry several tokens and ITL is a step, not a token."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import json
 import statistics
 import time
@@ -18,6 +28,12 @@ class Completion:
     ttft_s: float  # seconds from send to the first streamed text
     e2e_s: float  # seconds from send to the end of the stream
     output_tokens: int  # tokens generated (server usage)
+    chunk_s: tuple[float, ...] = ()  # seconds from send to each streamed chunk with text
+
+    @property
+    def itl_s(self) -> float | None:  # median gap between text chunks
+        gaps = [b - a for a, b in itertools.pairwise(self.chunk_s)]
+        return statistics.median(gaps) if gaps else None
 
     @property
     def tpot_s(self) -> float | None:  # seconds per output token after the first
@@ -40,7 +56,7 @@ def complete(url: str, model: str, prompt: str | list[int], max_tokens: int, ext
         "stream_options": {"include_usage": True},
         **(extra or {}),
     }
-    sent, first, tokens, error = time.perf_counter(), None, None, None
+    sent, chunks, tokens, error = time.perf_counter(), [], None, None
     with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=600) as resp:
         if resp.status_code != 200:
             raise RuntimeError(f"HTTP {resp.status_code}: {resp.read()[:300]!r}")
@@ -49,14 +65,14 @@ def complete(url: str, model: str, prompt: str | list[int], max_tokens: int, ext
                 continue
             chunk = json.loads(line[5:])
             error = chunk.get("error") or error
-            if first is None and any(c.get("text") for c in chunk.get("choices") or ()):
-                first = time.perf_counter()
+            if any(c.get("text") for c in chunk.get("choices") or ()):
+                chunks.append(time.perf_counter() - sent)
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
     end = time.perf_counter()
-    if first is None or tokens is None:
+    if not chunks or tokens is None:
         raise RuntimeError(f"stream ended without text or usage: {error or 'no error chunk'}")
-    return Completion(ttft_s=first - sent, e2e_s=end - sent, output_tokens=tokens)
+    return Completion(ttft_s=chunks[0], e2e_s=end - sent, output_tokens=tokens, chunk_s=tuple(chunks))
 
 
 def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency: int, extra=None) -> dict:
@@ -66,11 +82,13 @@ def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency:
         done = list(pool.map(lambda p: complete(url, model, p, max_tokens, extra), prompts))
     wall = time.perf_counter() - start
     tpots = sorted(c.tpot_s for c in done if c.tpot_s is not None)
+    itls = [c.itl_s for c in done if c.itl_s is not None]
     return {
         "requests": len(done),
         "tpot_ms": statistics.mean(tpots) * 1e3,
         "tpot_p90_ms": tpots[min(int(0.9 * len(tpots)), len(tpots) - 1)] * 1e3,
         "ttft_ms": statistics.mean(c.ttft_s for c in done) * 1e3,
+        "itl_ms": statistics.mean(itls) * 1e3 if itls else None,
         # robust to a server that streams in bursts (TPOT from stream timestamps then reads near zero)
         "e2e_per_token_ms": statistics.mean(c.e2e_s / c.output_tokens for c in done) * 1e3,
         "tokens_per_s": sum(c.output_tokens for c in done) / wall,

@@ -7,8 +7,9 @@
    A fourth engine, `plain-sync`, is the plain one with SGLang's overlap scheduler off (`--disable-overlap-schedule`):
    moe-serve's speculative steps are synchronous (moe_sglang/algorithm.py), the plain engine's are not, so this row
    says how much of a K = 0 gap the scheduler mode alone makes.
-   Beside wall-clock TPOT, each engine's CPU seconds per output token (its process tree's user + system time): it
-   stays meaningful when other jobs share the cores.
+   Beside wall-clock TPOT, the ITL (median gap between a request's streamed tokens: the decode step as the client
+   sees it, insensitive to when a scheduler streams the first token, bench/_load.py) and each engine's CPU seconds per
+   output token (its process tree's user + system time): it stays meaningful when other jobs share the cores.
 2. Ragged vs rectangular: a batch of 8 requests with K = 0, 1, 2, 3 (twice) on engines whose only difference is the
    verify layout (`ragged`: request i verifies min(K_i, D_i) + 1 tokens; `rectangular`: every request verifies the
    batch's largest). Greedy and lossless, so both run the very same steps: the verify tokens counted by the engines
@@ -105,7 +106,7 @@ def k0_rows(urls: dict[str, str], prompts: list, tokens: int, batches, repeats: 
     return rows
 
 
-def ratio_summary(rows: list[dict], metrics=("tpot_ms", "cpu_ms_per_token")) -> list[dict]:
+def ratio_summary(rows: list[dict], metrics=("tpot_ms", "itl_ms", "cpu_ms_per_token")) -> list[dict]:
     """Per (variant, batch, metric): the median and min-max over rounds of variant / plain of the same round."""
     plain = {(r["batch"], r["round"]): r for r in rows if r["variant"] == "plain"}
     out = []
