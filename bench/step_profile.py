@@ -25,7 +25,9 @@ The profiler adds a few microseconds per operator, so a profiled step is slower 
 profile, the same load runs unprofiled and its client-side TPOT is reported (`tpot_ms`), and the buckets are also
 given as shares of the profiled step. `weight_bytes` is what a step's weight products read (dense weights + the
 unique experts hit, counted from the operator shapes), and `bandwidth_floor_ms` is those bytes over the measured copy
-bandwidth: the goal is a batch-1 decode of the inflated model within 1.5x of it. `weight_share` = (expert + dense
+bandwidth (this process's threads: the machine's), `thread_floor_ms` over the copy bandwidth of the engine's thread
+count (what the engine's threads can read); the goal is a batch-1 decode of the inflated model within 1.5x of the
+floor (`tpot_over_floor`: unprofiled TPOT over it). `weight_share` = (expert + dense
 GEMM time) / profiled step time; `inflate_for_share` is the expert-size factor that would make it 0.7 on this model
 (expert GEMM time assumed to scale with the factor, everything else fixed).
 
@@ -51,6 +53,7 @@ import time
 from pathlib import Path
 
 import httpx
+import torch
 
 from bench._common import (
     add_engine_threads_argument,
@@ -303,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--verify-k {args.verify_k} needs K >= 0 and a STANDALONE draft (--draft-model), got {draft}")
     verify = (args.verify_k, Path(draft)) if args.verify_k else None
     bandwidth = memory_bandwidth(64 if args.quick else 512)
+    # what the engine's own threads can read: the floor of a step that runs on them
+    thread_bandwidth = memory_bandwidth(64 if args.quick else 512, threads=args.engine_threads)
     rows = []
     with tempfile.TemporaryDirectory(prefix="step-profile-") as tmp_name:
         tmp = Path(args.keep_traces or tmp_name)
@@ -316,15 +321,25 @@ def main(argv: list[str] | None = None) -> int:
             rows += measure(ckpt, prompts, batches, steps, repeats, args.engine_threads, variants, folder, tmp, verify)
     for row in rows:
         row["bandwidth_floor_ms"] = row["weight_bytes"] / bandwidth * 1e3
+        row["thread_floor_ms"] = row["weight_bytes"] / thread_bandwidth * 1e3
+        # the goal's ratio: the unprofiled step (client TPOT) over the floor, where both exist
+        tpot = row.get("tpot_ms")
+        row["tpot_over_floor"] = tpot / row["bandwidth_floor_ms"] if tpot else None
+        row["tpot_over_thread_floor"] = tpot / row["thread_floor_ms"] if tpot else None
         row["inflate_for_share"] = inflate_for_share(row) if row["stage"] == "decode" else None
     columns = ["model", "variant", "stage", "batch", "step_ms", "tpot_ms", *[f"{b}_ms" for b in BUCKETS]]
-    columns += ["weight_share", "bandwidth_floor_ms", "inflate_for_share"]
-    print(f"memory bandwidth (torch copy): {bandwidth / 1e9:.2f} GB/s, {args.engine_threads} engine thread(s)")
+    columns += ["weight_share", "bandwidth_floor_ms", "thread_floor_ms", "tpot_over_floor", "inflate_for_share"]
+    print(
+        f"memory bandwidth (torch copy): {bandwidth / 1e9:.2f} GB/s with {torch.get_num_threads()} threads, "
+        f"{thread_bandwidth / 1e9:.2f} GB/s with the engine's {args.engine_threads}"
+    )
     print(table(rows, columns))
     payload = {
         "cpu": cpu_info(),
         "engine_threads": args.engine_threads,
         "bandwidth_bytes_per_s": bandwidth,
+        "bandwidth_threads": torch.get_num_threads(),
+        "thread_bandwidth_bytes_per_s": thread_bandwidth,
         "steps": steps,
         "variants": variants,
         "verify_k": args.verify_k,

@@ -38,15 +38,20 @@ from service.policy.least_squares import fit_nonnegative
 from service.policy.moesd import expected_experts
 
 
-def memory_bandwidth(megabytes: int, repeats: int = 5) -> float:
-    """Bytes per second of a large tensor copy (each byte read once and written once), best of `repeats`."""
+def memory_bandwidth(megabytes: int, repeats: int = 5, threads: int | None = None) -> float:
+    """Bytes per second of a large tensor copy (each byte read once and written once), best of `repeats`; with
+    `threads`, torch's thread count during the copy (default: this process's)."""
     src = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        dst.copy_(src)
-        best = min(best, time.perf_counter() - start)
+    best, before = float("inf"), torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            dst.copy_(src)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(before)
     return 2 * src.numel() * 4 / best
 
 
