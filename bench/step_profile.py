@@ -322,8 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         row["bandwidth_floor_ms"] = row["weight_bytes"] / bandwidth * 1e3
         row["thread_floor_ms"] = row["weight_bytes"] / thread_bandwidth * 1e3
-        # the goal's ratio: the unprofiled step (client TPOT) over the floor, where both exist
-        tpot = row.get("tpot_ms")
+        # the goal's ratio: the unprofiled decode step (client TPOT) over the floor; a verify's TPOT is per token
+        # emitted, not per step
+        tpot = row.get("tpot_ms") if row["stage"] == "decode" else None
         row["tpot_over_floor"] = tpot / row["bandwidth_floor_ms"] if tpot else None
         row["tpot_over_thread_floor"] = tpot / row["thread_floor_ms"] if tpot else None
         row["inflate_for_share"] = inflate_for_share(row) if row["stage"] == "decode" else None
