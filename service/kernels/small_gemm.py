@@ -11,16 +11,18 @@ Measured on a 2-core AMD EPYC (AVX-512, no AMX; MKL, 1 thread, moe-fine x48's ex
     same, m = 1 as two rows: 1.48
     w2: F.linear is the faster (0.78 at m = 1, ~bandwidth).
 
-The same product in six forms (`FORMS`):
+The same product in seven forms (`FORMS`):
     linear        F.linear(x, w): the reference
     weight_major  (w @ x.T).T: BLAS sees the weight as the left operand; a single row is doubled first (the
                   two-column product ran at twice the speed of the one-row one above)
     stream        our C++ kernel that reads the weight once at any row count (stream_gemm.py, where it builds:
                   on a 2-core Intel Xeon with AVX-512 it took 0.69 ms for 4 rows of w13 where F.linear took 1.33)
-    stream_l2, stream_l2_near, stream_seq
+    stream_l2, stream_l2_near, stream_seq, stream_seq_hw
                   the same kernel walking the weight another way (stream_gemm.KINDS: prefetching into L2, nearer
-                  ahead, or in address order); on a 2-core AMD EPYC w13 at 1 row read 10.4 GB/s as `stream` and
-                  28.4 as `stream_seq`, w2 21.5 and 27.4 as `stream_l2_near`
+                  ahead, in address order, or in address order without software prefetch); on a 2-core AMD EPYC
+                  w13 at 1 row read 10.4 GB/s as `stream` and 28.4 as `stream_seq`, w2 21.5 and 27.4 as
+                  `stream_l2_near`; on one with AVX2 only both read ~17 GB/s as `stream_seq_hw`, 12-14 as
+                  `stream_seq`
 Which form wins depends on the CPU, its BLAS and the shape, so nothing is assumed: `GemmPlan.tune` times every form
 available here on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps
 the fastest; larger products use `linear`. The forms compute the same sums in different orders, so results agree to
@@ -42,7 +44,7 @@ import torch.nn.functional as F
 
 from service.kernels import stream_gemm
 
-FORMS = ("linear", "weight_major", "stream", "stream_l2", "stream_l2_near", "stream_seq")
+FORMS = ("linear", "weight_major", "stream", "stream_l2", "stream_l2_near", "stream_seq", "stream_seq_hw")
 STREAM_FORMS = FORMS[2:]  # our kernel's, one per stream_gemm.KINDS entry
 MARGIN = 0.05  # a form other than `linear` is kept only where it timed at least this much faster
 MAX_ROWS = 16  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)

@@ -49,7 +49,7 @@ NAME = "moe_serve_stream_gemm"
 MAX_ROWS = 16
 # how the weight is walked and prefetched, the op's `kind` (csrc/stream_gemm.cpp's Kind, its table): R features side
 # by side with a prefetch into L1 / into L2 / into L2 nearer ahead, or one feature after another (address order)
-KINDS = ("lockstep", "lockstep_l2", "lockstep_l2_near", "sequential")
+KINDS = ("lockstep", "lockstep_l2", "lockstep_l2_near", "sequential", "sequential_hw")
 CFLAGS = ("-O3",)  # no -march: the ISA variants are compiled by target attributes and chosen at run time
 ISAS = ("avx512", "avx2", "base")  # widest first
 

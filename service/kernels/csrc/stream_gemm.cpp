@@ -42,12 +42,15 @@ constexpr int kMaxRows = 16;
 // apart at each step when a row is short (w13's 256 floats), and its prefetchers fetched them at a third of the rate
 // of a read in address order (kSequential: one feature after another, i.e. the weight in address order); prefetching
 // into L2 rather than L1 helped every lockstep walk there.
-enum Kind : int64_t { kLockstep = 0, kLockstepL2 = 1, kLockstepL2Near = 2, kSequential = 3 };
-constexpr int64_t kKinds = 4;
+// kSequentialHw is kSequential without software prefetch, the CPU's own prefetchers alone: on a 2-core AMD EPYC with
+// AVX2 only (1 thread, 64 experts in turn, one row) it read w13 at 16.2-17.6 GB/s and w2 at 17.3-17.7 where
+// kSequential read 13.8-13.9 and 11.5-13.3, and torch's read-only sum of the same weights 15.7-18.0 (two runs).
+enum Kind : int64_t { kLockstep = 0, kLockstepL2 = 1, kLockstepL2Near = 2, kSequential = 3, kSequentialHw = 4 };
+constexpr int64_t kKinds = 5;
 
 // R output features at a time, M x rows: R * M accumulators of one vector each, every weight vector loaded once and
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
-// HINT and PF (floats ahead of each weight row being read) are the kind's prefetch.
+// HINT and PF (floats ahead of each weight row being read) are the kind's prefetch; PF = 0: none.
 // kSequential: one output feature at a time, M accumulators, the weight read in address order.
 #define STREAM_KERNEL(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM)                                     \
   template <int M, int R, int HINT, int64_t PF>                                                                 \
@@ -60,7 +63,8 @@ constexpr int64_t kKinds = 4;
       VEC wv[R];                                                                                                \
       for (int a = 0; a < R; ++a) {                                                                             \
         wv[a] = LOAD(w + (j + a) * in + k);                                                                     \
-        _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF), static_cast<_mm_hint>(HINT));    \
+        if (PF > 0)                                                                                             \
+          _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF), static_cast<_mm_hint>(HINT));  \
       }                                                                                                         \
       for (int r = 0; r < M; ++r) {                                                                             \
         const VEC xv = LOAD(x + r * in + k);                                                                    \
@@ -77,6 +81,7 @@ constexpr int64_t kKinds = 4;
     }                                                                                                           \
   }                                                                                                             \
   /* one row, one feature at a time: four accumulators, so the FMAs of a weight row are four chains, not one */ \
+  template <int64_t PF>                                                                                         \
   __attribute__((target(TARGET))) void NAME##_seq1(const float* x, const float* w, float* y, int64_t begin,     \
                                                    int64_t end, int64_t in, int64_t body) {                     \
     const int64_t body4 = body - body % (4 * WIDTH);                                                            \
@@ -85,7 +90,7 @@ constexpr int64_t kKinds = 4;
       VEC a0 = ZERO(), a1 = ZERO(), a2 = ZERO(), a3 = ZERO();                                                   \
       int64_t k = 0;                                                                                            \
       for (; k < body4; k += 4 * WIDTH) {                                                                       \
-        _mm_prefetch(reinterpret_cast<const char*>(wj + k + 512), _MM_HINT_T1);                                 \
+        if (PF > 0) _mm_prefetch(reinterpret_cast<const char*>(wj + k + PF), _MM_HINT_T1);                      \
         a0 = FMA(LOAD(wj + k), LOAD(x + k), a0);                                                                \
         a1 = FMA(LOAD(wj + k + WIDTH), LOAD(x + k + WIDTH), a1);                                                \
         a2 = FMA(LOAD(wj + k + 2 * WIDTH), LOAD(x + k + 2 * WIDTH), a2);                                        \
@@ -113,8 +118,12 @@ constexpr int64_t kKinds = 4;
       case kLockstep: return NAME##_walk<M, _MM_HINT_T0, 2048>(x, w, y, begin, end, in, out, body);             \
       case kLockstepL2: return NAME##_walk<M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);           \
       case kLockstepL2Near: return NAME##_walk<M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);        \
+      case kSequentialHw: /* kSequential with the hardware prefetchers alone */                                 \
+        if (M == 1) return NAME##_seq1<0>(x, w, y, begin, end, in, body);                                       \
+        for (int64_t j = begin; j < end; ++j) NAME##_block<M, 1, _MM_HINT_T1, 0>(x, w, y, j, in, out, body);    \
+        return;                                                                                                 \
       default: /* kSequential: one feature at a time, nearer prefetch for one row (fewer FMAs per byte) */      \
-        if (M == 1) return NAME##_seq1(x, w, y, begin, end, in, body);                                          \
+        if (M == 1) return NAME##_seq1<512>(x, w, y, begin, end, in, body);                                     \
         for (int64_t j = begin; j < end; ++j)                                                                   \
           NAME##_block<M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body);                      \
     }                                                                                                           \
