@@ -114,6 +114,8 @@ def ratio_summary(rows: list[dict], metrics=("tpot_ms", "itl_ms", "cpu_ms_per_to
         for batch in dict.fromkeys(r["batch"] for r in rows):
             mine = [r for r in rows if r["variant"] == variant and r["batch"] == batch]
             for metric in metrics:
+                if any(r[metric] is None or plain[(batch, r["round"])][metric] is None for r in mine):
+                    continue  # ITL of requests that streamed in one chunk: not measured
                 ratios = [r[metric] / plain[(batch, r["round"])][metric] for r in mine]
                 out.append(
                     {
