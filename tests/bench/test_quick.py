@@ -151,7 +151,7 @@ def test_spec_overhead(bundled_model, results):
     assert {r["variant"] for r in data["k0_rows"]} == {"plain", "plain-sync", "ngram-k0", "standalone-k0"}
     assert all(r["verify_tokens"] == 0 for r in data["k0_rows"]), "K = 0 for everyone must run no verify"
     assert {(s["variant"], s["metric"]) for s in data["k0_summary"]} == {
-        (v, m) for v in ("plain-sync", "ngram-k0", "standalone-k0") for m in ("tpot_ms", "cpu_ms_per_token")
+        (v, m) for v in ("plain-sync", "ngram-k0", "standalone-k0") for m in ("tpot_ms", "itl_ms", "cpu_ms_per_token")
     }
     for s in data["layout_summary"]:
         # the same greedy steps on both layouts: ragged can only verify fewer tokens
