@@ -11,6 +11,7 @@ from moe_sglang.settings import (
     CPU_ATTENTION,
     CPU_GEMM,
     DRAFT_FORWARD,
+    PROCESS_START,
     TARGET_FORWARD,
     VERIFY_LAYOUTS,
     EngineSettings,
@@ -81,6 +82,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPU engine's target model decode forwards: direct = its arithmetic over its KV pool (a Mixtral-shaped "
         "float32 model; otherwise SGLang's forward); sglang = SGLang's model stack (for comparisons)",
     )
+    parser.add_argument(
+        "--process-start",
+        default=EngineSettings().process_start,
+        choices=PROCESS_START,
+        help="CPU engine's scheduler and detokenizer processes: fork = forked from the launcher (no second import of "
+        "SGLang; faster start); spawn = SGLang's own start method (for comparisons; always on GPUs)",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -113,6 +121,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             cpu_gemm=args.cpu_gemm,
             draft_forward=args.draft_forward,
             target_forward=args.target_forward,
+            process_start=args.process_start,
         ),
         extra_args=extra,
     )

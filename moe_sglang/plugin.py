@@ -34,7 +34,9 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 11. registers SGLang's MixtralForCausalLM subclassed so that its decode and verify forwards run the arithmetic directly
     over the KV pool, without SGLang's model stack, its MoE sublayers without the TopK / FusedMoE modules' dispatch
     (target_forward.py, inline_moe.py; setting `target_forward=modules` keeps the modules, `target_forward=sglang`
-    SGLang's forward).
+    SGLang's forward);
+12. forks SGLang's scheduler and detokenizer processes from the launcher instead of spawning them, so they do not
+    import SGLang and load this plugin a second time (process_start.py; setting `process_start=spawn` keeps SGLang's).
 
 SGLang logs and swallows plugin exceptions, so failures are also recorded in `PluginState`; an incompatible SGLang
 raises SystemExit, which SGLang does not swallow.
@@ -87,7 +89,7 @@ def load() -> None:
 def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
-    from moe_sglang import cpu_attention, cpu_dense, cpu_moe, cpu_rope, sampled_verify, target_forward
+    from moe_sglang import cpu_attention, cpu_dense, cpu_moe, cpu_rope, process_start, sampled_verify, target_forward
     from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
@@ -107,6 +109,8 @@ def _load_cpu() -> None:
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()
+    if settings.process_start == "fork":
+        process_start.install()
     if not STATE.platform_override:
         override_platform(has_amx=True).install()
         STATE.platform_override = True

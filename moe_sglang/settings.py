@@ -50,6 +50,12 @@ DRAFT_FORWARD = ("direct", "sglang")
 # SGLang's forward. The last two are kept for comparisons.
 TARGET_FORWARD = ("direct", "modules", "sglang")
 
+# How SGLang starts its scheduler and detokenizer processes on the CPU engine (moe_sglang/process_start.py): fork =
+# forked from the launcher, which has imported SGLang and loaded this plugin already, so they start without importing
+# both again; spawn = SGLang's own start method, a fresh interpreter each (always on GPUs: a CUDA context must not be
+# forked). The second is kept for comparisons.
+PROCESS_START = ("fork", "spawn")
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
@@ -59,6 +65,7 @@ ENV = {
     "cpu_gemm": "MOE_SERVE_CPU_GEMM",
     "draft_forward": "MOE_SERVE_DRAFT_FORWARD",
     "target_forward": "MOE_SERVE_TARGET_FORWARD",
+    "process_start": "MOE_SERVE_PROCESS_START",
 }
 
 
@@ -72,6 +79,7 @@ class EngineSettings:
     cpu_gemm: str = "tuned"  # CPU_GEMM
     draft_forward: str = "direct"  # DRAFT_FORWARD
     target_forward: str = "direct"  # TARGET_FORWARD
+    process_start: str = "fork"  # PROCESS_START
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -86,6 +94,8 @@ class EngineSettings:
             raise ValueError(f"draft forward {self.draft_forward!r}: expected one of {DRAFT_FORWARD}")
         if self.target_forward not in TARGET_FORWARD:
             raise ValueError(f"target forward {self.target_forward!r}: expected one of {TARGET_FORWARD}")
+        if self.process_start not in PROCESS_START:
+            raise ValueError(f"process start {self.process_start!r}: expected one of {PROCESS_START}")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -109,6 +119,7 @@ class EngineSettings:
             ENV["cpu_gemm"]: self.cpu_gemm,
             ENV["draft_forward"]: self.draft_forward,
             ENV["target_forward"]: self.target_forward,
+            ENV["process_start"]: self.process_start,
         }
 
     @classmethod
@@ -124,4 +135,5 @@ class EngineSettings:
             cpu_gemm=env.get(ENV["cpu_gemm"]) or defaults.cpu_gemm,
             draft_forward=env.get(ENV["draft_forward"]) or defaults.draft_forward,
             target_forward=env.get(ENV["target_forward"]) or defaults.target_forward,
+            process_start=env.get(ENV["process_start"]) or defaults.process_start,
         )

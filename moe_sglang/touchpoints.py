@@ -609,6 +609,14 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "adds the summary to the OpenAI response (its response models drop unknown fields)",
         "(self, request, raw_request)",
     ),
+    # --- the CPU engine's processes forked from the launcher (process_start.py)
+    Touchpoint(
+        "sglang.srt.entrypoints.engine._set_envs_and_config",
+        "hook",
+        "sets the start method to fork after SGLang sets spawn unconditionally there: no setting or registry chooses "
+        "it, and the processes are started right after with the default context",
+        "(server_args)",
+    ),
     # --- behaviour SGLang keys on the algorithm's *name*, which a registered algorithm cannot share (listed to know)
     Touchpoint(
         f"{_SPEC}.spec_utils.spec_need_hidden_states",

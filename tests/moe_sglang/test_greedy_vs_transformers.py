@@ -4,6 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from moe_sglang.process_start import FORKED
 from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
@@ -40,3 +41,4 @@ def test_plain_greedy_equals_transformers(arch, tiny_models, engine_pool):
     log = engine_pool.logs[config].read_text()
     assert ("target model: direct decode forward" in log) == (arch == "mixtral")
     assert "MoE through SGLang's modules" not in log  # a Mixtral's MoE sublayers ran inline (inline_moe.py)
+    assert FORKED in log  # the default process start on CPU (process_start.py)

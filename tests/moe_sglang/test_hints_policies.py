@@ -80,6 +80,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         cpu_gemm="linear",
         draft_forward="sglang",
         target_forward="sglang",
+        process_start="spawn",
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -98,6 +99,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(cpu_gemm="fastest"),
         dict(draft_forward="compiled"),
         dict(target_forward="compiled"),
+        dict(process_start="forkserver"),
         dict(default_policy=" "),
     ],
 )

@@ -121,6 +121,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
     args = build_parser().parse_args(
         ["engine", "--default-policy", "cascade", "--verify-layout", "rectangular", "--budget-mode", "substitution"]
         + ["--cpu-attention", "loop", "--cpu-gemm", "linear", "--draft-forward", "sglang", "--target-forward", "sglang"]
+        + ["--process-start", "spawn"]
     )
     config = args._module.engine_config(args)
     assert config.settings == EngineSettings(
@@ -131,8 +132,30 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
         cpu_gemm="linear",
         draft_forward="sglang",
         target_forward="sglang",
+        process_start="spawn",
     )
     env = server_env(config, base={})
     assert EngineSettings.from_env(env) == config.settings, "the scheduler process reads back what the CLI set"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["engine", "--verify-layout", "diagonal"])
+
+
+def test_fork_hook_runs_sglang_configuration_then_sets_fork():
+    import multiprocessing
+
+    from moe_sglang.process_start import fork_after_config
+
+    before = multiprocessing.get_start_method(allow_none=True)
+    seen = []
+
+    def configure(server_args):
+        seen.append(server_args)
+        multiprocessing.set_start_method("spawn", force=True)  # what SGLang's configuration does
+        return "configured"
+
+    try:
+        assert fork_after_config(configure, "args") == "configured"
+        assert seen == ["args"]
+        assert multiprocessing.get_start_method() == "fork"
+    finally:
+        multiprocessing.set_start_method(before, force=True)
