@@ -1,8 +1,14 @@
-"""Engine start of the CPU engine with its scheduler and detokenizer processes forked from the launcher (setting
-`process_start=fork`, the default: moe_sglang/process_start.py) against SGLang's own start method (`spawn`).
+"""Engine start of the CPU engine as moe-serve starts it against SGLang's way, one change at a time:
 
-Each round starts one engine per variant, one at a time, in rotated order, on the same model and thread count, and
-measures:
+    default      scheduler and detokenizer processes forked from the launcher (`process_start=fork`,
+                 moe_sglang/process_start.py), product forms read from the machine's plan cache (`gemm_plan=cached`,
+                 service/kernels/plan_cache.py)
+    spawn        SGLang's own start method, forms from the cache
+    tune         forked, forms timed at the start
+    spawn+tune   both as before (the baseline: how every engine started until 2026-11-28)
+
+Each round starts one engine per variant, one at a time, in rotated order, on the same model and thread count (an
+unmeasured start first fills the plan cache), and measures:
 - start to first token: from launching the server process to the first completion's answer (imports, model load,
   warm-up included; as bench.decode_peer);
 - plain-decode TPOT at batch 1 and 8 (bench.decode_peer's difference of two output lengths): a forked process
@@ -10,7 +16,8 @@ measures:
 - memory after that load: the sum of resident memory (RSS) over the server's process tree at its peak, as
   bench.decode_peer reports it, and the sum of proportional set sizes (PSS: a page shared by n processes counts
   1/n in each), which counts pages a fork shares with the launcher once instead of once per process.
-Each round's ratio fork / spawn is kept; the report gives the median and min-max of those ratios.
+Each round's ratio to the baseline is kept; the report gives the median and min-max of those ratios. One engine's
+TPOT against another's is as noisy as the shared machine over the minutes between them (plan_cache.py).
 
     python -m bench.engine_start [--model PATH] [--repeats 3] [--quick] [--out DIR]
 """
@@ -31,9 +38,15 @@ from bench._models import resolve_model
 from bench.decode_peer import PROMPT_TOKENS, _listening_pid, _session_leader, decode_tpot_ms, started
 from bench.policies import as_token_ids
 from moe_sglang.launch import DEFAULT_MODEL
-from moe_sglang.settings import PROCESS_START, EngineSettings
+from moe_sglang.settings import EngineSettings
 
 METRICS = ("start_to_first_token_s", "tpot_b1_ms", "tpot_b8_ms", "peak_rss_mb", "pss_mb")
+VARIANTS = {  # the baseline last
+    "default": EngineSettings(),
+    "spawn": EngineSettings(process_start="spawn"),
+    "tune": EngineSettings(gemm_plan="tune"),
+    "spawn+tune": EngineSettings(process_start="spawn", gemm_plan="tune"),
+}
 
 
 def tree_pss_mb(url: str) -> float:
@@ -46,8 +59,9 @@ def tree_pss_mb(url: str) -> float:
     return total / 2**20
 
 
-def measure(model: Path, start: str, threads: int, folder: Path, prompts: list, tokens: tuple[int, int]) -> dict:
-    settings = EngineSettings(process_start=start)
+def measure(
+    model: Path, settings: EngineSettings, threads: int, folder: Path, prompts: list, tokens: tuple[int, int]
+) -> dict:
     with started("moe-serve", model, threads, folder, None, settings) as engine:
         url, served = engine["url"], engine["model"]
         row = {"start_to_first_token_s": engine["start_to_first_token_s"]}
@@ -91,14 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 1 if args.quick else args.repeats
     tokens = (4, 12) if args.quick else tuple(int(n) for n in args.tokens.split(","))
     prompts = as_token_ids(prompt_sets(8, 400), model, PROMPT_TOKENS)["mixed"]
-    variants = list(PROCESS_START)  # fork first, spawn (SGLang's own) last: the baseline
+    variants = list(VARIANTS)
     rows = []
     with tempfile.TemporaryDirectory(prefix="engine-start-") as tmp:
+        with started("moe-serve", model, args.engine_threads, Path(tmp), None, VARIANTS["default"]):
+            pass  # fills the plan cache where this machine has none for this model's shapes yet
         for round_ in range(repeats):
             turn = round_ % len(variants)
             row: dict = {"round": round_}
-            for start in variants[turn:] + variants[:turn]:
-                row[start] = measure(model, start, args.engine_threads, Path(tmp), prompts, tokens)
+            for name in variants[turn:] + variants[:turn]:
+                row[name] = measure(model, VARIANTS[name], args.engine_threads, Path(tmp), prompts, tokens)
             rows.append(row)
             print(f"round {round_}: " + ", ".join(f"{v} {row[v]['start_to_first_token_s']:.1f} s" for v in variants))
     summary = summarize(rows, variants)
@@ -107,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         "cpu": cpu_info(),
         "model": model.name,
         "engine_threads": args.engine_threads,
+        "variants": {
+            name: {"process_start": v.process_start, "gemm_plan": v.gemm_plan} for name, v in VARIANTS.items()
+        },
         "tokens": list(tokens),
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,

@@ -11,6 +11,7 @@ from moe_sglang.settings import (
     CPU_ATTENTION,
     CPU_GEMM,
     DRAFT_FORWARD,
+    GEMM_PLAN,
     PROCESS_START,
     TARGET_FORWARD,
     VERIFY_LAYOUTS,
@@ -89,6 +90,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPU engine's scheduler and detokenizer processes: fork = forked from the launcher (no second import of "
         "SGLang; faster start); spawn = SGLang's own start method (for comparisons; always on GPUs)",
     )
+    parser.add_argument(
+        "--gemm-plan",
+        default=EngineSettings().gemm_plan,
+        choices=GEMM_PLAN,
+        help="CPU engine's product forms: cached = timed by the first engine on this machine, kept in build/gemm-plans "
+        "($MOE_SERVE_PLAN_DIR) and read by later ones; tune = timed at every start",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -122,6 +130,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             draft_forward=args.draft_forward,
             target_forward=args.target_forward,
             process_start=args.process_start,
+            gemm_plan=args.gemm_plan,
         ),
         extra_args=extra,
     )

@@ -88,7 +88,9 @@ def _planned(x: torch.Tensor, weight: torch.Tensor) -> bool:
     out_features, in_features = weight.shape
     if (out_features, in_features, 1) not in PLAN.forms:
         PLAN.tune([_copies(weight.detach())], repeats=REPEATS)
-        logger.info("moe-serve CPU dense products: %s", PLAN.describe())
+        logger.info(
+            "moe-serve CPU dense products: %s (read from the plan cache: %s)", PLAN.describe(), sorted(PLAN.cached)
+        )
     return PLAN.form(out_features, in_features, x.shape[0]) != "linear"
 
 

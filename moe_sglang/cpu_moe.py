@@ -66,7 +66,9 @@ def moe_forward(layer: torch.nn.Module, x: torch.Tensor, topk_output, moe_runner
     w13, w2 = layer.w13_weight, layer.w2_weight
     if (w13.shape[1], w13.shape[2], 1) not in PLAN.forms or (w2.shape[1], w2.shape[2], 1) not in PLAN.forms:
         PLAN.tune([w13.detach(), w2.detach()])
-        logger.info("moe-serve CPU expert products: %s", PLAN.describe())
+        logger.info(
+            "moe-serve CPU expert products: %s (read from the plan cache: %s)", PLAN.describe(), sorted(PLAN.cached)
+        )
     topk_weights, topk_ids, _ = topk_output
     return _EXPERTS[0](PLAN, x, w13, w2, topk_ids, topk_weights)
 

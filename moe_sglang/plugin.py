@@ -27,7 +27,8 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    layers' and lm_head's products at up to 8 rows the same way (cpu_dense.py; setting `cpu_gemm=experts` leaves
    the dense products to SGLang, `cpu_gemm=lockstep` keeps the kernel's first walk only for the experts,
    `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=linear` keeps SGLang's, `cpu_gemm=unfused` multiplies the experts
-   one by one from Python);
+   one by one from Python); the forms timed once per machine and kept on disk for later engines
+   (service/kernels/plan_cache.py; setting `gemm_plan=tune` times them at every start);
 8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
 10. makes sampled speculative verification lossless on CPU (sampled_verify.py);
@@ -93,9 +94,12 @@ def _load_cpu() -> None:
     from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
+    from service.kernels.plan_cache import PlanCache, engine_cache, set_engine_cache
     from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
 
     settings = EngineSettings.from_env()
+    set_engine_cache(PlanCache() if settings.gemm_plan == "cached" else None)
+    cpu_moe.PLAN.cache = cpu_dense.PLAN.cache = engine_cache()
     STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel", attention=settings.cpu_attention)
     cpu_attention.register()
     if settings.cpu_gemm != "linear":

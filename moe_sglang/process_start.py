@@ -9,18 +9,27 @@ of that already. Forked, the processes inherit the launcher's modules, the plugi
 thread when it forks (SGLang starts its threads after the processes), so no lock is copied held.
 vLLM's CPU workers start the same way (fork by default).
 
+The launcher's objects are moved to the collector's permanent generation just before each fork (`gc.freeze`; the
+launcher unfreezes its own right after): otherwise the child's full collections walk and write every inherited
+object, copying its pages. Measured with two engines up side by side (moe-fine x48, batch 1, requests alternating
+between them, 2-core AMD EPYC with AVX-512, 2026-11-28, scratch A/B): forked / spawned decode TPOT 1.07 (0.99-1.15,
+8 rounds) without the freeze, 1.01 (0.91-1.08, 8 rounds) and 1.00 (0.90-1.26, 12 rounds) with it.
+
 Nothing else changes: the processes run the functions SGLang gives them, with the arguments it gives them. What it
 saves is measured by `bench.engine_start` (README).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
+import os
 
 logger = logging.getLogger(__name__)
 
 FORKED = "scheduler and detokenizer processes: forked from the launcher"  # the engine log's line
+_FREEZE: list[bool] = []
 TARGET = "sglang.srt.entrypoints.engine._set_envs_and_config"
 
 
@@ -28,6 +37,9 @@ def fork_after_config(original, server_args):
     """AROUND hook of SGLang's launch configuration: its settings, then the start method `fork`."""
     result = original(server_args)
     multiprocessing.set_start_method("fork", force=True)
+    if not _FREEZE:
+        os.register_at_fork(before=gc.freeze, after_in_parent=gc.unfreeze)
+        _FREEZE.append(True)
     logger.info("%s (moe_sglang/process_start.py)", FORKED)
     return result
 

@@ -56,6 +56,11 @@ TARGET_FORWARD = ("direct", "modules", "sglang")
 # forked). The second is kept for comparisons.
 PROCESS_START = ("fork", "spawn")
 
+# Where the CPU engine's product forms come from (service/kernels/plan_cache.py): cached = timed by the first engine on
+# this machine and kept on disk, read by every later one (engines compared on one machine multiply alike); tune =
+# timed at every start.
+GEMM_PLAN = ("cached", "tune")
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
@@ -66,6 +71,7 @@ ENV = {
     "draft_forward": "MOE_SERVE_DRAFT_FORWARD",
     "target_forward": "MOE_SERVE_TARGET_FORWARD",
     "process_start": "MOE_SERVE_PROCESS_START",
+    "gemm_plan": "MOE_SERVE_GEMM_PLAN",
 }
 
 
@@ -80,6 +86,7 @@ class EngineSettings:
     draft_forward: str = "direct"  # DRAFT_FORWARD
     target_forward: str = "direct"  # TARGET_FORWARD
     process_start: str = "fork"  # PROCESS_START
+    gemm_plan: str = "cached"  # GEMM_PLAN
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -96,6 +103,8 @@ class EngineSettings:
             raise ValueError(f"target forward {self.target_forward!r}: expected one of {TARGET_FORWARD}")
         if self.process_start not in PROCESS_START:
             raise ValueError(f"process start {self.process_start!r}: expected one of {PROCESS_START}")
+        if self.gemm_plan not in GEMM_PLAN:
+            raise ValueError(f"GEMM plan {self.gemm_plan!r}: expected one of {GEMM_PLAN}")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -120,6 +129,7 @@ class EngineSettings:
             ENV["draft_forward"]: self.draft_forward,
             ENV["target_forward"]: self.target_forward,
             ENV["process_start"]: self.process_start,
+            ENV["gemm_plan"]: self.gemm_plan,
         }
 
     @classmethod
@@ -136,4 +146,5 @@ class EngineSettings:
             draft_forward=env.get(ENV["draft_forward"]) or defaults.draft_forward,
             target_forward=env.get(ENV["target_forward"]) or defaults.target_forward,
             process_start=env.get(ENV["process_start"]) or defaults.process_start,
+            gemm_plan=env.get(ENV["gemm_plan"]) or defaults.gemm_plan,
         )

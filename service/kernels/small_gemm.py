@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from service.kernels import stream_gemm
+from service.kernels.plan_cache import PlanCache, engine_cache, machine_key
 
 FORMS = ("linear", "weight_major", "stream", "stream_l2", "stream_l2_near", "stream_seq", "stream_seq_hw")
 STREAM_FORMS = FORMS[2:]  # our kernel's, one per stream_gemm.KINDS entry
@@ -94,6 +95,9 @@ class GemmPlan:
     forms: dict[tuple[int, int, int], str] = field(default_factory=dict)  # (out, in, m) -> form
     max_rows: int = MAX_ROWS
     candidates: tuple[str, ...] = FORMS  # the forms `tune` may choose (where available here)
+    # where tuned shapes are kept per machine and read back (plan_cache.py; default: this engine process's, if any)
+    cache: PlanCache | None = field(default_factory=engine_cache)
+    cached: set[tuple[int, int]] = field(default_factory=set, compare=False)  # shapes whose forms the cache gave
     _kinds: dict[tuple[int, int, int, int], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     def form(self, out_features: int, in_features: int, rows: int) -> str:
@@ -114,7 +118,8 @@ class GemmPlan:
         in FORMS), `linear` unless another form beats it by MARGIN (on the un-inflated moe-fine, whose experts sit
         in cache, the forms timed within a few percent of each other and the choice flipped from row count to row
         count). `timer(stack, m)` returns seconds per form it timed (default: `time_forms`, the forms available
-        here); tests inject one."""
+        here); tests inject one. With a `cache`, a shape it holds for this machine is read instead of timed, and a
+        shape timed here is written to it."""
         timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates))
         self._kinds.clear()
         seen: set[tuple[int, int]] = set()
@@ -124,13 +129,27 @@ class GemmPlan:
             if shape in seen:
                 continue
             seen.add(shape)
+            key = self._cache_key(stack.dtype) if self.cache is not None else None
+            kept = self.cache.get(key, shape, self.max_rows) if key is not None else None
+            if kept is not None and all(f in FORMS for f in kept):
+                self.forms.update({(*shape, m): form for m, form in enumerate(kept, start=1)})
+                self.cached.add(shape)
+                continue
             for m in range(1, self.max_rows + 1):
                 times = timer(stack, m)
                 best = min(times, key=lambda f: (times[f], FORMS.index(f)))
                 if "linear" in times and times[best] > (1.0 - MARGIN) * times["linear"]:
                     best = "linear"  # within the timing noise of the reference: keep the reference
                 self.forms[(*shape, m)] = best
+            if key is not None:
+                self.cache.put(key, shape, [self.forms[(*shape, m)] for m in range(1, self.max_rows + 1)])
         return self
+
+    def _cache_key(self, dtype: torch.dtype) -> str:
+        """The machine key (plan_cache.machine_key) with what this plan's timing also depends on."""
+        return machine_key(
+            {"candidates": list(self.candidates), "max_rows": self.max_rows, "margin": MARGIN, "dtype": str(dtype)}
+        )
 
     def kinds(self, out_features: int, in_features: int) -> list[int]:
         """stream_gemm.stream_moe's form per row count 1..max_rows for this shape: a stream walk's KINDS index, or

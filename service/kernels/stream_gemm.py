@@ -166,6 +166,11 @@ def _build_and_register() -> None:
     torch.ops.load_library(str(library))
 
 
+def build_stamp() -> str:
+    """What the library was built from: its source, compiler flags and torch (a digest)."""
+    return _stamp()
+
+
 def _stamp() -> str:
     digest = hashlib.sha256(SOURCE.read_bytes())
     digest.update(" ".join((*CFLAGS, torch.__version__)).encode())

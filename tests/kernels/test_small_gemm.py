@@ -142,3 +142,69 @@ def test_the_fused_moes_forms_follow_a_new_tuning():
     assert plan.kinds(8, 4) == [stream_gemm.KINDS.index("sequential")] * 2
     plan.tune([torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0, "weight_major": 0.5})
     assert plan.kinds(8, 4) == [stream_gemm.WEIGHT_MAJOR_KIND] * 2
+
+
+def test_a_cached_plan_is_read_instead_of_timed(tmp_path):
+    from service.kernels.plan_cache import PlanCache
+
+    calls = []
+
+    def timer(stack, m):
+        calls.append(m)
+        return {"linear": 1.0, "weight_major": 0.5 if m == 2 else 2.0}
+
+    first = GemmPlan(max_rows=3, cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
+    assert calls == [1, 2, 3] and not first.cached
+    again = GemmPlan(max_rows=3, cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
+    assert calls == [1, 2, 3], "the second plan was timed again"
+    assert again.cached == {(8, 4)}
+    assert (
+        [again.form(8, 4, m) for m in (1, 2, 3)]
+        == ["linear", "weight_major", "linear"]
+        == [first.form(8, 4, m) for m in (1, 2, 3)]
+    )
+    GemmPlan(max_rows=2, cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
+    assert calls[3:] == [1, 2], "another row range is another plan"
+    GemmPlan(max_rows=3, candidates=("linear",), cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
+    assert calls[5:] == [1, 2, 3], "other candidate forms are another plan"
+
+
+def test_an_unreadable_cached_plan_is_timed_again_and_replaced(tmp_path):
+    from service.kernels.plan_cache import PlanCache
+
+    GemmPlan(max_rows=1, cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0})
+    (path,) = tmp_path.glob("*.json")
+    path.write_text("{not json")
+    plan = GemmPlan(max_rows=1, cache=PlanCache(tmp_path)).tune(
+        [torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0, "weight_major": 0.5}
+    )
+    assert plan.form(8, 4, 1) == "weight_major" and not plan.cached
+    assert '"weight_major"' in path.read_text()
+
+
+def test_the_machine_key_holds_what_timings_depend_on(monkeypatch):
+    from service.kernels import plan_cache
+
+    base = plan_cache.machine_key({"max_rows": 16})
+    assert plan_cache.machine_key({"max_rows": 8}) != base
+    monkeypatch.setattr(plan_cache, "cpu_model", lambda: "another CPU")
+    assert plan_cache.machine_key({"max_rows": 16}) != base
+    monkeypatch.undo()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        assert plan_cache.machine_key({"max_rows": 16}) != base
+    finally:
+        torch.set_num_threads(threads)
+    assert plan_cache.machine_key({"max_rows": 16}) == base
+
+
+def test_a_folder_that_cannot_be_written_leaves_the_plan_timed(tmp_path):
+    from service.kernels.plan_cache import PlanCache
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    plan = GemmPlan(max_rows=1, cache=PlanCache(blocker / "plans")).tune(
+        [torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0}
+    )
+    assert plan.form(8, 4, 1) == "linear"

@@ -81,6 +81,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         draft_forward="sglang",
         target_forward="sglang",
         process_start="spawn",
+        gemm_plan="tune",
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -100,6 +101,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(draft_forward="compiled"),
         dict(target_forward="compiled"),
         dict(process_start="forkserver"),
+        dict(gemm_plan="never"),
         dict(default_policy=" "),
     ],
 )
