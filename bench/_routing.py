@@ -1,9 +1,12 @@
 """In-process routing control for transformers' Mixtral (benches only): count the unique experts a forward touches,
 force a chosen number of unique experts, or apply MoE-Spec's expert budget with the torch reference functions.
 
-transformers' `MixtralExperts` loops over the experts some token picked and skips id == num_experts, so a truncated
-slot pointed there is never computed: the forward's time then follows the experts actually touched, like SGLang's CPU
-MoE (`moe_forward_native`). `engine_experts` puts the CPU engine's own expert products in its place (the tuned
+transformers' `MixtralExperts` in its eager form loops over the experts some token picked and skips id ==
+num_experts, so a truncated slot pointed there is never computed: the forward's time then follows the experts
+actually touched, like SGLang's CPU MoE (`moe_forward_native`). `probed_routers` runs the experts in that form for
+its duration: transformers 5 defaults to `grouped_mm`, whose output rows for an id it has no expert for are left
+uninitialized (torch.empty) and then multiplied by the slot's weight 0, which gives 0 unless the memory held a NaN or
+an infinity (tests/bench/test_routing.py's NaN, 4 of 40 forwards with a budget in a loop). `engine_experts` puts the CPU engine's own expert products in its place (the tuned
 `GemmPlan` of service/kernels/small_gemm.py, as moe_sglang/cpu_moe.py runs them), so a forward's expert time is the
 engine's: transformers' `F.linear` per expert reads a weight at up to half the speed for 2-8 rows (small_gemm's
 table), which makes a verify's time grow with its tokens, not only with the experts they touch.
@@ -45,10 +48,19 @@ class RoutingProbe:
 
 @contextlib.contextmanager
 def probed_routers(model: torch.nn.Module) -> Iterator[RoutingProbe]:
-    """Patch every Mixtral router of `model` for the duration of the block."""
+    """Patch every Mixtral router of `model`, and run its experts in their eager form, for the duration of the
+    block."""
     probe = RoutingProbe()
-    with _patched(model, "MixtralTopKRouter", lambda router: _routed(router, probe)):
-        yield probe
+    configs = {id(m.config): m.config for m in model.modules() if type(m).__name__ == "MixtralExperts"}.values()
+    before = [c._experts_implementation for c in configs]
+    for config in configs:
+        config._experts_implementation = "eager"  # skips id E (module docstring)
+    try:
+        with _patched(model, "MixtralTopKRouter", lambda router: _routed(router, probe)):
+            yield probe
+    finally:
+        for config, implementation in zip(configs, before, strict=True):
+            config._experts_implementation = implementation
 
 
 @contextlib.contextmanager
