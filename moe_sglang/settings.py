@@ -1,8 +1,9 @@
 """moe-serve's engine-side settings: one frozen object, read once from the environment of SGLang's processes.
 
-Environment variables are only the channel into SGLang's scheduler process (which SGLang spawns, so no Python object
-can be handed over): `EngineConfig.settings` (launch.py) and `moe-serve engine` flags write them with `to_env()`;
-the speculative worker reads them once with `from_env()` when it is built. Nothing else reads these variables.
+Environment variables are only the channel into SGLang's scheduler process (a process SGLang starts, so no Python
+object can be handed over): `EngineConfig.settings` (launch.py) and `moe-serve engine` flags write them with
+`to_env()`; the speculative worker reads them once with `from_env()` when it is built. Nothing else reads these
+variables.
 """
 
 from __future__ import annotations
