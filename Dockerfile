@@ -54,7 +54,10 @@ FROM python:3.11-slim AS cpu
 ENV PYTHONUNBUFFERED=1 \
     HOME=/home/moe \
     PATH=/app/.venv/bin:$PATH \
-    MOE_SERVE_HEALTH_URL=http://127.0.0.1:30000/health
+    MOE_SERVE_HEALTH_URL=http://127.0.0.1:30000/health \
+    MOE_SERVE_PLAN_DIR=/home/moe/.cache/moe-serve/gemm-plans
+# MOE_SERVE_PLAN_DIR: the CPU engine keeps its timed product forms there (service/kernels/plan_cache.py); /app is
+# not the runtime user's to write
 RUN useradd --create-home --home-dir /home/moe --uid 10001 --user-group moe
 # The virtual environment's interpreter links to this same base image's /usr/local/bin/python3.
 COPY --from=cpu-build /app /app
