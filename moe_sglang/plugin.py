@@ -94,12 +94,11 @@ def _load_cpu() -> None:
     from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
-    from service.kernels.plan_cache import PlanCache, engine_cache, set_engine_cache
+    from service.kernels.plan_cache import PlanCache, set_engine_cache
     from service.kernels.sgl_cpu_ops import register_sgl_kernel_cpu_ops
 
     settings = EngineSettings.from_env()
     set_engine_cache(PlanCache() if settings.gemm_plan == "cached" else None)
-    cpu_moe.PLAN.cache = cpu_dense.PLAN.cache = engine_cache()
     STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel", attention=settings.cpu_attention)
     cpu_attention.register()
     if settings.cpu_gemm != "linear":

@@ -7,7 +7,6 @@ torch and transformers again and loads this plugin again before its own work sta
 of that already. Forked, the processes inherit the launcher's modules, the plugin's registrations (SGLang's
 `load_plugins` is idempotent per process and finds them done) and the compiled kernels. The launcher has a single
 thread when it forks (SGLang starts its threads after the processes), so no lock is copied held.
-vLLM's CPU workers start the same way (fork by default).
 
 The launcher's objects are moved to the collector's permanent generation just before each fork (`gc.freeze`; the
 launcher unfreezes its own right after): otherwise the child's full collections walk and write every inherited
@@ -29,7 +28,6 @@ import os
 logger = logging.getLogger(__name__)
 
 FORKED = "scheduler and detokenizer processes: forked from the launcher"  # the engine log's line
-_FREEZE: list[bool] = []
 TARGET = "sglang.srt.entrypoints.engine._set_envs_and_config"
 
 
@@ -37,14 +35,13 @@ def fork_after_config(original, server_args):
     """AROUND hook of SGLang's launch configuration: its settings, then the start method `fork`."""
     result = original(server_args)
     multiprocessing.set_start_method("fork", force=True)
-    if not _FREEZE:
-        os.register_at_fork(before=gc.freeze, after_in_parent=gc.unfreeze)
-        _FREEZE.append(True)
     logger.info("%s (moe_sglang/process_start.py)", FORKED)
     return result
 
 
 def install() -> None:
+    """Once per process (the plugin loads once per process): the hook, and the freeze around every fork."""
     from moe_sglang.touchpoints import hook
 
     hook(TARGET, fork_after_config, "around")
+    os.register_at_fork(before=gc.freeze, after_in_parent=gc.unfreeze)

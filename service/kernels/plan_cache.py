@@ -66,7 +66,7 @@ _ENGINE: list[PlanCache | None] = [None]  # the engine process's cache, where it
 
 
 def engine_cache() -> PlanCache | None:
-    """The cache plans made in this process use by default (None: every plan is timed)."""
+    """The cache a plan without its own uses (GemmPlan.tune; None: such plans are timed)."""
     return _ENGINE[0]
 
 

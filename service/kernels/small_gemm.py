@@ -95,8 +95,8 @@ class GemmPlan:
     forms: dict[tuple[int, int, int], str] = field(default_factory=dict)  # (out, in, m) -> form
     max_rows: int = MAX_ROWS
     candidates: tuple[str, ...] = FORMS  # the forms `tune` may choose (where available here)
-    # where tuned shapes are kept per machine and read back (plan_cache.py; default: this engine process's, if any)
-    cache: PlanCache | None = field(default_factory=engine_cache)
+    # where tuned shapes are kept per machine and read back (plan_cache.py); None: this engine process's, if any
+    cache: PlanCache | None = None
     cached: set[tuple[int, int]] = field(default_factory=set, compare=False)  # shapes whose forms the cache gave
     _kinds: dict[tuple[int, int, int, int], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -121,6 +121,7 @@ class GemmPlan:
         here); tests inject one. With a `cache`, a shape it holds for this machine is read instead of timed, and a
         shape timed here is written to it."""
         timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates))
+        cache = self.cache or engine_cache()
         self._kinds.clear()
         seen: set[tuple[int, int]] = set()
         for weight in weights:
@@ -129,8 +130,8 @@ class GemmPlan:
             if shape in seen:
                 continue
             seen.add(shape)
-            key = self._cache_key(stack.dtype) if self.cache is not None else None
-            kept = self.cache.get(key, shape, self.max_rows) if key is not None else None
+            key = self._cache_key(stack.dtype) if cache is not None else None
+            kept = cache.get(key, shape, self.max_rows) if key is not None else None
             if kept is not None and all(f in FORMS for f in kept):
                 self.forms.update({(*shape, m): form for m, form in enumerate(kept, start=1)})
                 self.cached.add(shape)
@@ -142,7 +143,7 @@ class GemmPlan:
                     best = "linear"  # within the timing noise of the reference: keep the reference
                 self.forms[(*shape, m)] = best
             if key is not None:
-                self.cache.put(key, shape, [self.forms[(*shape, m)] for m in range(1, self.max_rows + 1)])
+                cache.put(key, shape, [self.forms[(*shape, m)] for m in range(1, self.max_rows + 1)])
         return self
 
     def _cache_key(self, dtype: torch.dtype) -> str:
