@@ -17,9 +17,11 @@ unmeasured start first fills the plan cache), and measures:
   bench.decode_peer reports it, and the sum of proportional set sizes (PSS: a page shared by n processes counts
   1/n in each), which counts pages a fork shares with the launcher once instead of once per process.
 Each round's ratio to the baseline is kept; the report gives the median and min-max of those ratios. One engine's
-TPOT against another's is as noisy as the shared machine over the minutes between them (plan_cache.py).
+TPOT against another's is as noisy as the shared machine over the minutes between them (plan_cache.py), so
+`--side-by-side N` also runs `default` and `spawn` up together, requests alternating between them for N rounds
+(batch 1, the same TPOT measurement): forked / spawned decode TPOT per round, without the drift.
 
-    python -m bench.engine_start [--model PATH] [--repeats 3] [--quick] [--out DIR]
+    python -m bench.engine_start [--model PATH] [--repeats 3] [--side-by-side 8] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ VARIANTS = {  # the baseline last
     "tune": EngineSettings(gemm_plan="tune"),
     "spawn+tune": EngineSettings(process_start="spawn", gemm_plan="tune"),
 }
+SIDE = ("default", "spawn")  # --side-by-side: forked / spawned
 
 
 def tree_pss_mb(url: str) -> float:
@@ -70,6 +73,21 @@ def measure(
         row["pss_mb"] = tree_pss_mb(url)
         row["peak_rss_mb"] = engine["rss"].stop() / 2**20
     return row
+
+
+def side_by_side(model: Path, threads: int, folder: Path, prompts: list, tokens: tuple[int, int], rounds: int) -> dict:
+    """`default` and `spawn` up together, batch-1 TPOT alternating between them; the per-round ratios."""
+    with contextlib.ExitStack() as stack:
+        up = {n: stack.enter_context(started("moe-serve", model, threads, folder, None, VARIANTS[n])) for n in SIDE}
+        for engine in up.values():
+            decode_tpot_ms(engine["url"], engine["model"], prompts[:1], *tokens)  # warm
+        ratios = []
+        for round_ in range(rounds):
+            tpot = {}
+            for name in SIDE if round_ % 2 == 0 else SIDE[::-1]:
+                tpot[name] = decode_tpot_ms(up[name]["url"], up[name]["model"], prompts[:1], *tokens)
+            ratios.append(tpot[SIDE[0]] / tpot[SIDE[1]])
+    return {"ratios": ratios, "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
 
 
 def summarize(rows: list[dict], variants: list[str]) -> list[dict]:
@@ -96,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=str(DEFAULT_MODEL), help="checkpoint folder (default: `moe-serve up`'s)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens", default="8,72", help="n1,n2: the two output lengths of the TPOT measurement")
+    parser.add_argument("--side-by-side", type=int, default=8, help="rounds of forked vs spawned up together (0: none)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 round, short outputs")
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
@@ -117,8 +136,13 @@ def main(argv: list[str] | None = None) -> int:
                 row[name] = measure(model, VARIANTS[name], args.engine_threads, Path(tmp), prompts, tokens)
             rows.append(row)
             print(f"round {round_}: " + ", ".join(f"{v} {row[v]['start_to_first_token_s']:.1f} s" for v in variants))
-    summary = summarize(rows, variants)
-    print(table(summary, list(summary[0])))
+        rounds = 0 if args.quick else args.side_by_side
+        pair = side_by_side(model, args.engine_threads, Path(tmp), prompts, tokens, rounds) if rounds else None
+    summary = summarize(rows, variants) if rows else []
+    if summary:
+        print(table(summary, list(summary[0])))
+    if pair:
+        print(f"side by side, forked / spawned TPOT b1: {pair['median']:.3f} [{pair['min']:.3f}, {pair['max']:.3f}]")
     payload = {
         "cpu": cpu_info(),
         "model": model.name,
@@ -130,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,
         "rows": rows,
+        "side_by_side": pair,
     }
     print(f"wrote {write_json(folder, 'engine_start', payload)}")
     return 0

@@ -11,8 +11,9 @@ thread when it forks (SGLang starts its threads after the processes), so no lock
 The launcher's objects are moved to the collector's permanent generation just before each fork (`gc.freeze`; the
 launcher unfreezes its own right after): otherwise the child's full collections walk and write every inherited
 object, copying its pages. Measured with two engines up side by side (moe-fine x48, batch 1, requests alternating
-between them, 2-core AMD EPYC with AVX-512, 2026-11-28, scratch A/B): forked / spawned decode TPOT 1.07 (0.99-1.15,
-8 rounds) without the freeze, 1.01 (0.91-1.08, 8 rounds) and 1.00 (0.90-1.26, 12 rounds) with it.
+between them, 2-core AMD EPYC with AVX-512, 2026-11-28): forked / spawned decode TPOT 1.07 (0.99-1.15, 8 rounds,
+scratch) without the freeze; with it 1.01 and 1.00 (scratch), then 1.07 (0.74-1.28, 10 rounds) and 1.01 (0.92-1.18,
+12 rounds) in `bench.engine_start --side-by-side` (README): a few percent slower is not ruled out.
 
 Nothing else changes: the processes run the functions SGLang gives them, with the arguments it gives them. What it
 saves is measured by `bench.engine_start` (README).
