@@ -36,12 +36,16 @@
            differ (prose whose continuation the corpus predicts, arithmetic whose it does not). Outcomes come from
            its verifies and, while it runs at K = 0, from StepStats.shadow: the engine judges the draft it looked up
            but did not verify against the tokens emitted next (moe_sglang/shadow.py), so such a request never needs
-           a probe. With `judged_first` (the default) it stays at K = 0 until its first draft was judged, a step or
-           a few: the depth prior mixes requests whose drafts pay with requests whose drafts do not, and it is learnt
-           mostly from later steps, while a request's first draft is looked up from its prompt's tail: in the
-           engine's step log (NGRAM, moe-fine x48; code at batch 1, math at batch 8) all 20 first steps of new
-           requests that speculated on the depth prior (K = 1-4) had their first draft token rejected. Where the
-           engine plans before drafting, p is the request's own (it starts from the batch-wide prior).
+           a probe. With `judged_first` (the default) it stays at K = 0 until one of its own drafts was accepted
+           (judged or verified), a step or a few: the depth prior mixes requests whose drafts pay with requests whose
+           drafts do not, and it is learnt mostly from later steps, while a request's first draft is looked up from
+           its prompt's tail: in the engine's step log (NGRAM, moe-fine x48; code at batch 1, math at batch 8) all
+           20 first steps of new requests that speculated on the depth prior (K = 1-4) had their first draft token
+           rejected. Waiting for the first judgement alone was not enough: one rejection moved the request's own p
+           to ~0.3 but weighs 1/3 against the depth prior (0.8-0.95 after code), and new code and math requests
+           speculated at p ~ 0.4-0.7 on their second step, each such verify rejected (NGRAM, moe-fine x48, batch 1,
+           2026-11-28: 24-33 ms against a 15 ms plain step). Where the engine plans before drafting, p is the
+           request's own (it starts from the batch-wide prior).
   probing  a request kept at K = 0 for P steps runs a probe phase: `probe_steps` steps at K = `probe_k`
            (Cascade's K_start) that measure acceptance; P doubles each time a probe does not lead to speculation
            (Cascade's back-off) and resets to P0 when it does. A new request probes at once, for one step by
@@ -204,6 +208,7 @@ class MoeServePolicy:
         self._probing: set[str] = set()  # requests whose K this step is a probe
         self._carried = probe_every  # probe interval a new request starts from once the prior is learnt
         self._shadowed: set[str] = set()  # requests whose acceptance the engine measures from drafts in hand
+        self._proven: set[str] = set()  # requests one of whose own drafts was accepted (verified or judged)
         self._judged: set[str] = set()  # requests whose first judgement came due (judged, or declined: _unjudged)
         self._unjudged: set[str] = set()  # requests whose first judgement was due and did not pay (judgements_pay)
         self._awaiting: set[str] = set()  # requests whose first judgement is weighed again after a scout's (scout)
@@ -226,6 +231,7 @@ class MoeServePolicy:
             self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
             self._depth = {k: v for k, v in self._depth.items() if k in live}
             self._shadowed &= live
+            self._proven &= live
             self._judged &= live
             self._unjudged &= live
             self._awaiting &= live

@@ -31,6 +31,8 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
     for r in stats.requests:
         if r.k > 0:
             self.accept.update(r.request_id, r.k, r.accepted)
+            if r.accepted > 0:
+                self._proven.add(r.request_id)
             if r.request_id in self._depth:
                 self.by_depth.update(depth_key(self._depth[r.request_id]), r.k, r.accepted)
         if r.expert_reuse is not None:  # a mean at first, then an EMA over about ten tokens
@@ -38,6 +40,8 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
             self._reuse[r.request_id] = (mean + max(1.0 / (n + 1), 0.1) * (r.expert_reuse - mean), n + 1)
     for shadow in stats.shadow:
         self.accept.update(shadow.request_id, shadow.k, shadow.accepted)
+        if shadow.accepted > 0:
+            self._proven.add(shadow.request_id)
         if shadow.request_id in self._depth:  # a draft in hand (NGRAM), not a judgement asked for
             self.by_depth.update(depth_key(shadow.draft_depth), shadow.k, shadow.accepted)
             self._shadowed.add(shadow.request_id)
@@ -107,11 +111,14 @@ def _shrunk(logs: list[float]) -> float:
 
 
 def drafted_probs(self: MoeServePolicy, request_id: str, depth: int) -> list[float]:
-    """p of a request whose draft is in hand (moe_serve.py's module docstring, drafts)."""
+    """p of a request whose draft is in hand (moe_serve.py's module docstring, drafts): 0 under `judged_first` until
+    one of its own drafts was accepted."""
     by_depth = self.by_depth.get(depth_key(depth))
     seen = self.accept.observed(request_id)
+    if self.judged_first and request_id not in self._proven:
+        return [0.0] * len(by_depth)
     if seen == 0:
-        return [0.0] * len(by_depth) if self.judged_first else by_depth
+        return by_depth
     w = seen / (seen + 2.0)
     return [w * own + (1.0 - w) * d for own, d in zip(self.accept.get(request_id), by_depth, strict=True)]
 

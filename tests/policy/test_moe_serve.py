@@ -243,6 +243,30 @@ def test_judged_drafts_set_each_requests_acceptance_without_probes():
     assert policy._drafted_probs("new", 4) == policy.by_depth.get("draft-depth-4")
 
 
+def test_a_request_whose_own_drafts_were_only_rejected_waits_however_well_the_depth_did():
+    """A depth whose drafts earlier requests had accepted (the depth prior near 1, drafts paying at batch 1 under
+    the prior cost model): a new request whose first judged draft is rejected stays at K = 0 (judged_first: one of
+    its own drafts accepted first), and speculates once a judged draft of its own is accepted."""
+    policy = MoeServePolicy(
+        num_experts=8, top_k=2, num_layers=16, acceptance_prior=0.5, refit_every=10_000, warm_up=False
+    )
+    for _ in range(20):  # earlier requests: every draft of depth 4 accepted
+        d = policy.decide(drafted(1, depth=4, prefix="old"))
+        k = d.requests[0].k
+        shadow = (ShadowOutcome("old0", 4, 4, 4),) if k == 0 else ()
+        policy.observe(replace(stats([k], [k], 0.01, prefix="old"), shadow=shadow))
+    assert policy.by_depth.get("draft-depth-4")[0] > 0.9 and k > 0  # they paid
+    ks = []
+    for outcome in (0, 0, 0, 4, None):  # the new request's judged drafts: three rejected, then one accepted
+        k = policy.decide(drafted(1, depth=4, prefix="new")).requests[0].k
+        ks.append(k)
+        shadow = () if outcome is None else (ShadowOutcome("new0", 4, 4 if outcome else 1, outcome),)
+        policy.observe(replace(stats([k], [0], 0.01, prefix="new"), shadow=shadow))
+    assert ks[:4] == [0, 0, 0, 0] and ks[4] > 0, ks
+    policy.judged_first = False  # without the rule, the depth prior alone decides a new request
+    assert policy._drafted_probs("another", 4) == policy.by_depth.get("draft-depth-4")
+
+
 def test_a_batch_with_nothing_drafted_is_not_priced(monkeypatch):
     """No NGRAM match for anyone (draft depth 0): K = 0 is the only choice, decided without asking the cost model."""
     policy = trained(2, 0.9)
