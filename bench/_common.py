@@ -29,16 +29,16 @@ def machine() -> dict:
 
 def cpu_info() -> dict:
     """The CPU model and the vector extensions that decide CPU kernel speed (machines of one kind differ)."""
-    model, flags = platform.processor(), set()
+    from service.kernels.plan_cache import cpu_model
+
+    flags: set[str] = set()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
+            if key.strip() == "flags":
                 flags = set(value.split())
                 break
-    return {"model": model, "avx2": "avx2" in flags, "avx512f": "avx512f" in flags, "amx": "amx_tile" in flags}
+    return {"model": cpu_model(), "avx2": "avx2" in flags, "avx512f": "avx512f" in flags, "amx": "amx_tile" in flags}
 
 
 def write_json(folder: Path, name: str, payload: dict) -> Path:

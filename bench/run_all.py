@@ -76,14 +76,9 @@ TITLES = {
 
 
 def machine_facts() -> dict:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
+    from service.kernels.plan_cache import cpu_model
+
+    cpu = cpu_model()
     mem = next((line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if "MemTotal" in line), "0")
     return {
         "cpu": cpu,
