@@ -1,15 +1,16 @@
 """Tuned GEMM plans kept on disk per machine, so that every engine on a machine multiplies in the same forms.
 
-`GemmPlan.tune` (small_gemm.py) times the forms of a product on the weights at an engine's first forward and keeps
-the fastest per row count. On a small shared machine those timings are noisy: eight engines started one after the
-other on moe-fine x48 (2-core AMD EPYC with AVX-512, 2026-11-28) tuned eight different plans, so a benchmark that
-compares two engines compared two plans as well; and the timing is a start-up cost (x48: start to first token 20.6 s
-timed, 13.5 s read). With the cache the first engine's plan (per weight shape, row range, candidate forms) is written
-here and every later engine on the machine reads it; the key holds what the timing depends on (CPU model and
-features, core count, torch threads and version, the stream kernel's build), so another machine, or this one after an
-upgrade, times afresh. The same eight starts with one cached plan still decoded at 8.9-14.6 ms per token, in runs of
-neighbouring starts: that spread is the shared machine's over time, not the plans'. `moe-serve engine --gemm-plan
-tune` (EngineSettings.gemm_plan) times at every start, as before; deleting the folder times once again.
+`GemmPlan.tune` (small_gemm.py) times the forms of a product on the weights at an engine's first forward and keeps the
+fastest per row count. On a small shared machine those timings are noisy: eight engines started one after the other on
+moe-fine x48 (2-core AMD EPYC with AVX-512, 2026-11-28) tuned eight different plans, so a benchmark that compares two
+engines compared two plans as well; and the timing is a start-up cost (x48, forked engines: start to first token 19.6 s
+timed, 12.5 s read; bench/results/engine_start-x48). With the cache the first engine's plan (per weight shape, row
+range, candidate forms) is written here and every later engine on the machine reads it; the key holds what the timing
+depends on (CPU model and features, core count, torch threads and version, the stream kernel's build), so another
+machine, or this one after an upgrade, times afresh. The same eight starts with one cached plan still decoded at
+8.9-14.6 ms per token, in runs of neighbouring starts (scratch, no JSON): that spread is the shared machine's over
+time, not the plans'. `moe-serve engine --gemm-plan tune` (EngineSettings.gemm_plan) times at every start, as before;
+deleting the folder times once again.
 
 Where: $MOE_SERVE_PLAN_DIR, else the checkout's build/gemm-plans/ (next to the stream kernel's build). A file that
 cannot be read as a plan is tuned over and replaced; a folder that cannot be written is used read-only.
