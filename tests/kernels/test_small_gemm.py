@@ -199,12 +199,15 @@ def test_the_machine_key_holds_what_timings_depend_on(monkeypatch):
     assert plan_cache.machine_key({"max_rows": 16}) == base
 
 
-def test_a_folder_that_cannot_be_written_leaves_the_plan_timed(tmp_path):
+def test_a_folder_that_cannot_be_written_leaves_the_plan_timed(tmp_path, caplog):
     from service.kernels.plan_cache import PlanCache
 
     blocker = tmp_path / "file"
     blocker.write_text("")
-    plan = GemmPlan(max_rows=1, cache=PlanCache(blocker / "plans")).tune(
-        [torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0}
-    )
+    with caplog.at_level("WARNING", logger="service.kernels.plan_cache"):
+        plan = GemmPlan(max_rows=1, cache=PlanCache(blocker / "plans")).tune(
+            [torch.zeros(8, 4)], timer=lambda s, m: {"linear": 1.0}
+        )
     assert plan.form(8, 4, 1) == "linear"
+    assert not plan.cached  # timed, not read
+    assert "not kept" in caplog.text  # the write failed, said so, and the engine went on
