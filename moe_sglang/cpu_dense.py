@@ -85,13 +85,24 @@ def _planned(x: torch.Tensor, weight: torch.Tensor) -> bool:
         and x.shape[1] == weight.shape[1]
     ):
         return False
-    out_features, in_features = weight.shape
-    if (out_features, in_features, 1) not in PLAN.forms:
+    _tuned(weight)
+    return PLAN.form(weight.shape[0], weight.shape[1], x.shape[0]) != "linear"
+
+
+def kinds(weight: torch.Tensor) -> list[int]:
+    """The planned form of `x @ weight.T` per row count 1..PLAN.max_rows as stream_gemm's kinds (more rows: F.linear),
+    for the ops that multiply in C++ (service/kernels/decode_attention.py); tuned at the first call, as `product`."""
+    _tuned(weight)
+    return PLAN.kinds(weight.shape[0], weight.shape[1])
+
+
+def _tuned(weight: torch.Tensor) -> None:
+    """Tune the forms of the weight's shape unless the plan has them."""
+    if (weight.shape[0], weight.shape[1], 1) not in PLAN.forms:
         PLAN.tune([_copies(weight.detach())], repeats=REPEATS)
         logger.info(
             "moe-serve CPU dense products: %s (read from the plan cache: %s)", PLAN.describe(), sorted(PLAN.cached)
         )
-    return PLAN.form(out_features, in_features, x.shape[0]) != "linear"
 
 
 def _copies(weight: torch.Tensor, budget_bytes: int = 256 << 20) -> torch.Tensor:

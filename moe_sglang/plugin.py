@@ -34,8 +34,9 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 10. makes sampled speculative verification lossless on CPU (sampled_verify.py);
 11. registers SGLang's MixtralForCausalLM subclassed so that its decode and verify forwards run the arithmetic directly
     over the KV pool, without SGLang's model stack, its MoE sublayers without the TopK / FusedMoE modules' dispatch
-    (target_forward.py, inline_moe.py; setting `target_forward=modules` keeps the modules, `target_forward=sglang`
-    SGLang's forward);
+    and a decode's attention sublayers each one C++ call (target_forward.py, inline_moe.py,
+    service/kernels/decode_attention.py; setting `target_forward=torch-ops` keeps those sublayers as torch ops,
+    `target_forward=modules` the modules, `target_forward=sglang` SGLang's forward);
 12. forks SGLang's scheduler and detokenizer processes from the launcher instead of spawning them, so they do not
     import SGLang and load this plugin a second time (process_start.py; setting `process_start=spawn` keeps SGLang's).
 
@@ -107,8 +108,10 @@ def _load_cpu() -> None:
         cpu_dense.install()
     cpu_rope.install()
     if settings.target_forward != "sglang":
-        dense = cpu_dense.product if settings.cpu_gemm in ("tuned", "unfused") else None
-        target_forward.install(dense, inline_moe=settings.target_forward == "direct")
+        planned = settings.cpu_gemm in ("tuned", "unfused")
+        dense = cpu_dense.product if planned else None
+        kinds = None if settings.target_forward == "torch-ops" else cpu_dense.kinds if planned else _linear_kinds
+        target_forward.install(dense, inline_moe=settings.target_forward in ("direct", "torch-ops"), kinds=kinds)
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()
@@ -117,6 +120,11 @@ def _load_cpu() -> None:
     if not STATE.platform_override:
         override_platform(has_amx=True).install()
         STATE.platform_override = True
+
+
+def _linear_kinds(weight) -> list[int]:
+    """No planned forms (the dense products are torch's F.linear): the decode attention op multiplies as F.linear."""
+    return []
 
 
 # SGLang functions that exist only as Triton kernels, replaced on CPU by their torch versions. The targets are the

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from moe_sglang.direct_layers import AttentionDims, RaggedBatch, qkv_rope, ragged_attention, rms_norm
 from moe_sglang.inline_moe import InlineMoE, blocked
+from service.kernels import decode_attention
 from service.kernels.attention_cpu import _gathered, _padded_slots
 from service.kernels.attention_fused import sdpa
 from service.kernels.rope import neox_tables
@@ -75,11 +76,17 @@ class DirectTarget:
     cos_sin_cache: torch.Tensor  # [max_positions, head_dim] cosines then sines (SGLang's RotaryEmbedding)
     mm: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = F.linear  # x [m, in] @ w [out, in].T
     modules_why: str = ""  # why the MoE sublayers run through SGLang's modules ("": inline where a forward allows)
+    # a weight's product forms per row count for the C++ decode attention op (cpu_dense.kinds; [] = F.linear); None:
+    # a decode's attention sublayers as torch ops
+    kinds: Callable[[torch.Tensor], list[int]] | None = None
 
     @classmethod
-    def of(cls, model, mm: Callable | None = None, inline_moe: bool = True) -> tuple[DirectTarget | None, str]:
+    def of(
+        cls, model, mm: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None
+    ) -> tuple[DirectTarget | None, str]:
         """The direct decode forward of SGLang's MixtralForCausalLM `model`, or (None, why it cannot reproduce it);
-        `inline_moe`: its MoE sublayers without the modules' dispatch where inline_moe.py allows."""
+        `inline_moe`: its MoE sublayers without the modules' dispatch where inline_moe.py allows; `kinds`: a decode's
+        attention sublayers by the C++ op where it is built (its products' forms: `kinds(weight)`), else None."""
         from sglang.srt.layers.moe.fused_moe_triton.layer import FusedMoE
         from sglang.srt.layers.quantization.unquant import UnquantizedFusedMoEMethod, UnquantizedLinearMethod
 
@@ -138,6 +145,9 @@ class DirectTarget:
                 )
             )
         first = inner.layers[0].self_attn
+        rope_table = first.rotary_emb.cos_sin_cache
+        if kinds is not None and not (rope_table.dtype == torch.float32 and decode_attention.available()):
+            kinds = None  # the op is float32 and built by stream_gemm's library
         eps = {
             n.variance_epsilon
             for layer in inner.layers
@@ -156,9 +166,10 @@ class DirectTarget:
                 kv_heads=first.num_kv_heads,
                 head_dim=first.head_dim,
                 eps=inner.norm.variance_epsilon,
-                cos_sin_cache=first.rotary_emb.cos_sin_cache,
+                cos_sin_cache=rope_table,
                 mm=mm or F.linear,
                 modules_why=modules_why,
+                kinds=kinds,
             ),
             "",
         )
@@ -172,18 +183,27 @@ class DirectTarget:
         pool,  # the KV pool: get_key_buffer / get_value_buffer(layer_id) -> [slots, kv_heads, D]
         req_to_token: torch.Tensor,  # [pool rows, max context] int32, the slots of each request's positions
         pool_rows: torch.Tensor,  # [B] the requests' rows of req_to_token
-        seq_lens: list[int],  # [B] each request's length including this token
+        seq_lens: torch.Tensor,  # [B] int64 on the CPU, each request's length including this token
         inline_moe: bool = True,  # the layers' inline MoE where they have one (inline_moe.blocked says when not)
     ) -> torch.Tensor:
         """Logits [B, vocab] of the next token of each request; every token's K/V is written to its slot. (No
         profiler label of its own: SGLang's `step[DECODE ...]` already spans it, bench.step_profile reads that.)"""
-        mm = self.mm
-        batch = len(seq_lens)
-        slots, visible = _step_slots(req_to_token, pool_rows, seq_lens)
         loc = out_cache_loc.long()
-        cos, sin = neox_tables(self.cos_sin_cache, positions)
-        dims = self.dims
         h = self.embed[tokens]
+        if self.kinds is not None and req_to_token.dtype == torch.int32:  # the C++ op: SGLang's int32 request table
+            dims, kinds = self.dims, self.kinds
+            for layer in self.layers:
+                h = decode_attention.decode_attention(
+                    h, layer.input_norm, self.eps, layer.qkv, layer.o, self.cos_sin_cache, positions,
+                    pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), loc, req_to_token,
+                    pool_rows, seq_lens, dims.heads, dims.kv_heads, dims.scale, kinds(layer.qkv), kinds(layer.o),
+                )  # fmt: skip
+                h = h + self._moe(layer, h, inline_moe)
+            return self._lm_head(h)
+        mm, dims = self.mm, self.dims
+        batch = len(seq_lens)
+        slots, visible = _step_slots(req_to_token, pool_rows, seq_lens.tolist())
+        cos, sin = neox_tables(self.cos_sin_cache, positions)
         for layer in self.layers:
             q, k, v = qkv_rope(rms_norm(h, layer.input_norm, self.eps), layer.qkv, dims, cos, sin, mm)
             k_buffer = pool.get_key_buffer(layer.layer_id)
@@ -257,10 +277,10 @@ def _step_slots(
     return slots, valid[:, None, :]
 
 
-def model_class(dense: Callable | None = None, inline_moe: bool = True) -> type:
+def model_class(dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None) -> type:
     """SGLang's MixtralForCausalLM with decode and ragged verify forwards run by DirectTarget where it reproduces the
     model (built at the first such forward, when the weights are loaded); `dense` multiplies the dense products
-    (default F.linear)."""
+    (default F.linear); `kinds`: decode attention by the C++ op, its products in these forms (DirectTarget.of)."""
     from sglang.srt.layers.logits_processor import LogitsProcessor, LogitsProcessorOutput
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
     from sglang.srt.model_executor.forward_context import get_attn_backend
@@ -290,7 +310,7 @@ def model_class(dense: Callable | None = None, inline_moe: bool = True) -> type:
             if layout is None:
                 logits = direct.decode(
                     input_ids, positions, forward_batch.out_cache_loc, pool, req_to_token,
-                    forward_batch.req_pool_indices, seq_lens.tolist(), inline,
+                    forward_batch.req_pool_indices, seq_lens.long(), inline,
                 )  # fmt: skip
             else:
                 spec_info = forward_batch.spec_info
@@ -303,12 +323,16 @@ def model_class(dense: Callable | None = None, inline_moe: bool = True) -> type:
 
         def _direct(self) -> DirectTarget | None:
             if not hasattr(self, "_moe_serve_direct"):
-                direct, why = DirectTarget.of(self, dense, inline_moe)
+                direct, why = DirectTarget.of(self, dense, inline_moe, kinds)
                 self._moe_serve_direct = direct
                 if direct is None:
                     logger.info("target model: SGLang's forward (%s)", why)
                 else:
-                    logger.info("target model: direct decode forward (%d layers)", len(direct.layers))
+                    logger.info(
+                        "target model: direct decode forward (%d layers, attention %s)",
+                        len(direct.layers),
+                        "torch ops" if direct.kinds is None else "decode_attention op",
+                    )
                     if direct.modules_why:
                         logger.info("target model: MoE through SGLang's modules (%s)", direct.modules_why)
             return self._moe_serve_direct
@@ -349,8 +373,8 @@ def _not_direct(forward_batch, backend, layout, capture_modes) -> str:
     return ""
 
 
-def install(dense: Callable | None = None, inline_moe: bool = True) -> None:
+def install(dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None) -> None:
     """Register the subclass for MixtralForCausalLM in SGLang's model registry (this process's model loads)."""
     from sglang.srt.models.registry import ModelRegistry
 
-    ModelRegistry.models[ARCHITECTURE] = model_class(dense, inline_moe)
+    ModelRegistry.models[ARCHITECTURE] = model_class(dense, inline_moe, kinds)

@@ -44,7 +44,11 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).parent / "csrc" / "stream_gemm.cpp"
+CSRC = Path(__file__).parent / "csrc"
+# the library's sources (the other ops of torch.ops.moe_serve share its products: decode_attention.py) and the
+# header they share
+SOURCES = (CSRC / "stream_gemm.cpp", CSRC / "decode_attention.cpp")
+HEADERS = (CSRC / "stream_gemm.h",)
 NAME = "moe_serve_stream_gemm"
 MAX_ROWS = 16
 # how the weight is walked and prefetched, the op's `kind` (csrc/stream_gemm.cpp's Kind, its table): R features side
@@ -155,7 +159,7 @@ def _build_and_register() -> None:
         # is_python_module=False: a plain library whose TORCH_LIBRARY block registers torch.ops.moe_serve.*
         cpp_extension.load(
             name=NAME,
-            sources=[str(SOURCE)],
+            sources=[str(source) for source in SOURCES],
             extra_cflags=list(CFLAGS),
             build_directory=str(folder),
             is_python_module=False,
@@ -167,11 +171,13 @@ def _build_and_register() -> None:
 
 
 def build_stamp() -> str:
-    """What the library was built from: its source, compiler flags and torch (a digest)."""
+    """What the library was built from: its sources and header, compiler flags and torch (a digest)."""
     return _stamp()
 
 
 def _stamp() -> str:
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256()
+    for path in (*SOURCES, *HEADERS):
+        digest.update(path.read_bytes())
     digest.update(" ".join((*CFLAGS, torch.__version__)).encode())
     return digest.hexdigest()[:16]

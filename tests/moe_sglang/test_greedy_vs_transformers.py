@@ -26,8 +26,8 @@ def transformers_greedy(model_path, prompt: list[int], new_tokens: int) -> list[
 @pytest.mark.parametrize("arch", ["mixtral", "qwen2_moe", "olmoe"])
 def test_plain_greedy_equals_transformers(arch, tiny_models, engine_pool):
     """One request at a time, then all together (batched decode steps); a Mixtral's decode steps run moe-serve's
-    direct forward (target_forward.py, its MoE sublayers inline: inline_moe.py, the engine log says so), the other
-    architectures SGLang's."""
+    direct forward (target_forward.py, its MoE sublayers inline: inline_moe.py, its attention sublayers by the C++
+    op: decode_attention.py; the engine log says so), the other architectures SGLang's."""
     config = engine_config(tiny_models[arch])
     url = engine_pool.url(config)
     prompts = REPETITIVE[:2] + random_prompts(2, 12, vocab=300)
@@ -40,5 +40,7 @@ def test_plain_greedy_equals_transformers(arch, tiny_models, engine_pool):
     assert together == expected, f"{arch}: batched decode differs"
     log = engine_pool.logs[config].read_text()
     assert ("target model: direct decode forward" in log) == (arch == "mixtral")
+    # its decode attention sublayers one C++ call each (service/kernels/decode_attention.py)
+    assert ("attention decode_attention op" in log) == (arch == "mixtral")
     assert "MoE through SGLang's modules" not in log  # a Mixtral's MoE sublayers ran inline (inline_moe.py)
     assert FORKED in log  # the default process start on CPU (process_start.py)

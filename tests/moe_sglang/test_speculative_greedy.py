@@ -70,6 +70,7 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
     # the Mixtral target's plain decodes and ragged verifies ran directly (target_forward.py), none fell back, their
     # MoE sublayers inline (inline_moe.py)
     assert "target model: direct decode forward" in log and "target model: SGLang's forward" not in log
+    assert "attention decode_attention op" in log  # plain decodes' attention: one C++ call per layer
     assert "MoE through SGLang's modules" not in log
     if SPEC_CASES[case]["algorithm"] == "standalone":  # which forward the draft ran, and why not the direct one
         expected = (

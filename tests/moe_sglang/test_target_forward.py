@@ -3,11 +3,14 @@ Mixtral on the same weights: two requests of different lengths decoded token by 
 attention path) and one alone (the unpadded path), GQA heads; every token's K/V lands in its own slot of the pool,
 and the routing and experts are the layer's own callables (in the engine: SGLang's TopK and FusedMoE modules)."""
 
+import dataclasses
+
 import pytest
 import torch
 
 from moe_sglang import cpu_rope
 from moe_sglang.target_forward import DirectTarget, TargetLayer
+from service.kernels import stream_gemm
 from service.kernels.moe_ref import moe_forward, route_topk
 from tests.moe_sglang.direct_fixtures import fused_qkv, nan_pool, spread_weights, two_request_slots
 
@@ -95,8 +98,14 @@ A = [5, 17, 200, 3, 3, 41, 9, 250, 77, 12, 8, 101]
 B = [60, 2, 299, 14, 14, 14, 90]
 
 
-def test_decode_equals_transformers_mixtral(hf):
-    direct = direct_of(hf)
+@pytest.mark.parametrize(
+    "kinds",
+    [None, lambda weight: [], lambda weight: [stream_gemm.KINDS.index("sequential")] * 2],
+    ids=["torch-ops", "op-linear", "op-stream"],
+)
+def test_decode_equals_transformers_mixtral(hf, kinds):
+    assert kinds is None or stream_gemm.load(), stream_gemm.error()
+    direct = dataclasses.replace(direct_of(hf), kinds=kinds)  # the decode attention as torch ops / the C++ op
     pool = nan_pool(len(direct.layers), SLOTS, KV_HEADS, HEAD_DIM)
     got = {0: [], 1: []}
     # A's first tokens alone (one request: unpadded), then A and B together (padded to the longer), B's row 1
@@ -111,7 +120,7 @@ def test_decode_equals_transformers_mixtral(hf):
             pool,
             REQ_TO_TOKEN,
             torch.tensor(rows),
-            [p + 1 for p in positions],
+            torch.tensor([p + 1 for p in positions]),
         )
         assert logits.shape == (len(rows), hf.config.vocab_size)
         for r, row in zip(rows, logits, strict=True):

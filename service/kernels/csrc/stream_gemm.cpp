@@ -17,6 +17,8 @@
 
 #include <immintrin.h>
 
+#include "stream_gemm.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -180,7 +182,9 @@ inline float hsum128(__m128 v) {
 inline __m128 add128(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
 STREAM_KERNEL(stream_base, "sse2", __m128, 4, zero128, load128, fma128, add128, hsum128)
 
-using Kernel = void (*)(const float*, const float*, float*, int, int64_t, int64_t, int64_t, int64_t, int64_t);
+}  // namespace
+
+namespace moe_serve_stream {
 
 Kernel pick(const std::string& isa) {
   if (isa == "avx512") return stream_avx512;
@@ -195,38 +199,15 @@ std::string best_isa() {
   return "base";
 }
 
-torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10::string_view isa_view, int64_t kind) {
-  const std::string isa(isa_view);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "stream_linear: x [m, in] and w [out, in] expected");
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32, "stream_linear: float32 only");
-  TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "stream_linear: CPU tensors only");
-  TORCH_CHECK(x.size(1) == w.size(1), "stream_linear: x has ", x.size(1), " features, w expects ", w.size(1));
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
-  TORCH_CHECK(isa == "avx512" || isa == "avx2" || isa == "base", "stream_linear: unknown isa ", isa);
-  TORCH_CHECK(kind >= 0 && kind < kKinds, "stream_linear: unknown kind ", kind, " (0..", kKinds - 1, ")");
-  TORCH_CHECK(isa == "base" || best_isa() == isa || (isa == "avx2" && best_isa() == "avx512"),
-              "stream_linear: this CPU cannot run ", isa);
-  const auto xc = x.contiguous();
-  const auto wc = w.contiguous();
-  const int64_t m = xc.size(0), in = xc.size(1), out = wc.size(0);
-  auto y = torch::empty({m, out}, xc.options());
-  const float* xp = xc.data_ptr<float>();
-  const float* wp = wc.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  const Kernel kernel = pick(isa);
-  // grain: about 64 KB of weight per task, so threads split a weight but never work on crumbs
-  const int64_t grain = std::max<int64_t>(1, (64 * 1024 / 4) / std::max<int64_t>(in, 1));
-  at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
-    kernel(xp, wp, yp, static_cast<int>(m), begin, end, in, out, kind);
-  });
-  return y;
+void check_isa(const std::string& isa, const char* op) {
+  TORCH_CHECK(isa == "avx512" || isa == "avx2" || isa == "base", op, ": unknown isa ", isa);
+  TORCH_CHECK(isa == "base" || best_isa() == isa || (isa == "avx2" && best_isa() == "avx512"), op,
+              ": this CPU cannot run ", isa);
 }
 
 // One product of the MoE path in the form the plan chose for its row count (stream_moe's `kinds`): a stream walk
 // (kind >= 0), or torch's (kLinear: F.linear; kWeightMajor: (w @ x^T)^T), which the plan keeps where BLAS's GEMM is the
 // faster (more rows, larger weights). y [m, out] is written.
-constexpr int64_t kLinear = -1, kWeightMajor = -2;
-
 void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& y, int64_t kind, Kernel kernel) {
   const int64_t m = x.size(0), in = x.size(1), out = w.size(0);
   if (kind == kLinear || m > kMaxRows) {
@@ -244,6 +225,28 @@ void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tens
   at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
     kernel(xp, wp, yp, static_cast<int>(m), begin, end, in, out, kind);
   });
+}
+
+}  // namespace moe_serve_stream
+
+namespace {
+
+using namespace moe_serve_stream;
+
+torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10::string_view isa_view, int64_t kind) {
+  const std::string isa(isa_view);
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "stream_linear: x [m, in] and w [out, in] expected");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32, "stream_linear: float32 only");
+  TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "stream_linear: CPU tensors only");
+  TORCH_CHECK(x.size(1) == w.size(1), "stream_linear: x has ", x.size(1), " features, w expects ", w.size(1));
+  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
+  TORCH_CHECK(kind >= 0 && kind < kKinds, "stream_linear: unknown kind ", kind, " (0..", kKinds - 1, ")");
+  check_isa(isa, "stream_linear");
+  const auto xc = x.contiguous();
+  const auto wc = w.contiguous();
+  auto y = torch::empty({xc.size(0), wc.size(0)}, xc.options());
+  planned_product(xc, wc, y, kind, pick(isa));
+  return y;
 }
 
 // out[t] = sum_j weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])), e = ids[t, j]: the expert forward of a MoE
@@ -268,9 +271,7 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
               "stream_moe: w13 ", w13.sizes(), " and w2 ", w2.sizes(), " do not fit x ", x.sizes());
   TORCH_CHECK(topk_ids.dim() == 2 && topk_ids.size(0) == tokens && topk_weights.sizes() == topk_ids.sizes(),
               "stream_moe: topk_ids and topk_weights [T, k] expected");
-  TORCH_CHECK(isa == "avx512" || isa == "avx2" || isa == "base", "stream_moe: unknown isa ", isa);
-  TORCH_CHECK(isa == "base" || best_isa() == isa || (isa == "avx2" && best_isa() == "avx512"),
-              "stream_moe: this CPU cannot run ", isa);
+  check_isa(isa, "stream_moe");
   for (const auto kinds : {kinds13, kinds2})
     for (const int64_t kind : kinds)
       TORCH_CHECK(kind >= kWeightMajor && kind < kKinds, "stream_moe: unknown kind ", kind);
@@ -287,7 +288,6 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
   const auto w2c = w2.contiguous();
   auto per_slot = torch::empty({tokens * k, hidden}, xc.options());
   const Kernel kernel = pick(isa);
-  const auto form = [](at::IntArrayRef kinds, int64_t m) { return m <= (int64_t)kinds.size() ? kinds[m - 1] : kLinear; };
   for (int64_t e = 0; e < experts; ++e) {
     const auto& hit = slots[e];
     const int64_t m = static_cast<int64_t>(hit.size());
@@ -299,10 +299,10 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
     // one profiler event per expert hit with the weights it reads (bench/_profile_trace.py counts their bytes)
     RECORD_FUNCTION("moe_serve::stream_moe_expert", std::vector<c10::IValue>({rows, w13c[e], w2c[e]}));
     auto gate_up = torch::empty({m, 2 * inter}, xc.options());
-    planned_product(rows, w13c[e], gate_up, form(kinds13, m), kernel);
+    planned_product(rows, w13c[e], gate_up, form_for(kinds13, m), kernel);
     const auto act = at::silu(gate_up.narrow(1, 0, inter)).mul_(gate_up.narrow(1, inter, inter));
     auto down = torch::empty({m, hidden}, xc.options());
-    planned_product(act, w2c[e], down, form(kinds2, m), kernel);
+    planned_product(act, w2c[e], down, form_for(kinds2, m), kernel);
     for (int64_t r = 0; r < m; ++r) ip[r] = hit[r];
     per_slot.index_copy_(0, index, down);
   }

@@ -1,0 +1,251 @@
+// One decode step's attention sublayer of a Mixtral-shaped layer in one call: RMSNorm, the fused QKV product, NeoX
+// rope on q and k, the new K/V written to their pool slots, attention of each request's query over its slots, the
+// output product and the residual add.
+//
+// Why: at a decode's 1-8 rows the sublayer's arithmetic is a few tens of microseconds, and the torch ops that spell
+// it (a dozen per layer, each dispatched from Python) cost more than that: in a py-spy of a plain batch-1 moe-fine
+// step (2-core AMD EPYC with AVX-512, 2026-11-28) the lines of the direct forward outside the MoE and the LM head
+// took ~45 % of the step. The products keep the form the engine's plan chose for their row count
+// (stream_gemm.h planned_product); the norm, rope and attention are loops over the few rows here.
+//
+// Arithmetic as the torch path's (target_forward.py): x * rsqrt(mean(x^2) + eps) * w; rope x1 c - x2 s | x2 c + x1 s
+// from the cos / sin halves of SGLang's cos_sin_cache row at the position; softmax(q k^T * scale) v per head with
+// the max subtracted; GQA by query-head groups. Sums run in another order than torch's: results agree to float
+// rounding, not bit for bit.
+
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+#include <torch/torch.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "stream_gemm.h"
+
+namespace {
+
+using namespace moe_serve_stream;
+
+// dot(a, b) over n floats and y += s * x, per ISA (target attributes, chosen at run time as the stream kernel is)
+__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+__attribute__((target("avx512f"))) void axpy_avx512(float* y, float s, const float* x, int64_t n) {
+  const __m512 sv = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(sv, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += s * x[i];
+}
+
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  const __m256 v = _mm256_add_ps(acc0, acc1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  float s = _mm_cvtss_f32(h);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+__attribute__((target("avx2,fma"))) void axpy_avx2(float* y, float s, const float* x, int64_t n) {
+  const __m256 sv = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += s * x[i];
+}
+
+float dot_base(const float* a, const float* b, int64_t n) {
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int l = 0; l < 4; ++l) acc[l] += a[i + l] * b[i + l];
+  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+void axpy_base(float* y, float s, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+}
+
+struct Vec {
+  float (*dot)(const float*, const float*, int64_t);
+  void (*axpy)(float*, float, const float*, int64_t);
+};
+
+Vec vec_for(const std::string& isa) {
+  if (isa == "avx512") return {dot_avx512, axpy_avx512};
+  if (isa == "avx2") return {dot_avx2, axpy_avx2};
+  return {dot_base, axpy_base};
+}
+
+// x [d] rotated in place, NeoX style: the two halves as one complex number at the angles of cs = [cos | sin] (d / 2 each)
+void rotate(float* x, const float* cs, int64_t d) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float x1 = x[i], x2 = x[i + half], c = cs[i], s = cs[half + i];
+    x[i] = x1 * c + x2 * -s;
+    x[i + half] = x2 * c + x1 * s;
+  }
+}
+
+void check_rows(const torch::Tensor& t, int64_t rows, const char* name) {
+  TORCH_CHECK(t.dim() == 1 && t.size(0) == rows, "decode_attention: ", name, " must be [", rows, "], got ", t.sizes());
+}
+
+torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm_w, double eps,
+                               const torch::Tensor& qkv_w, const torch::Tensor& o_w,
+                               const torch::Tensor& cos_sin_cache, const torch::Tensor& positions,
+                               torch::Tensor k_buffer, torch::Tensor v_buffer, const torch::Tensor& loc,
+                               const torch::Tensor& req_to_token, const torch::Tensor& pool_rows,
+                               const torch::Tensor& seq_lens, int64_t heads, int64_t kv_heads, double scale,
+                               c10::string_view isa_view, at::IntArrayRef kinds_qkv, at::IntArrayRef kinds_o) {
+  const std::string isa(isa_view);
+  check_isa(isa, "decode_attention");
+  for (const torch::Tensor* t : {&h, &norm_w, &qkv_w, &o_w, &cos_sin_cache, static_cast<const torch::Tensor*>(&k_buffer),
+                                 static_cast<const torch::Tensor*>(&v_buffer)})
+    TORCH_CHECK(t->scalar_type() == torch::kFloat32 && t->device().is_cpu(), "decode_attention: float32 CPU tensors");
+  TORCH_CHECK(h.dim() == 2 && h.size(0) >= 1, "decode_attention: h must be [B, hidden]");
+  const int64_t batch = h.size(0), hidden = h.size(1), dim = cos_sin_cache.size(1);
+  TORCH_CHECK(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "decode_attention: ", heads,
+              " query heads do not group over ", kv_heads, " KV heads");
+  TORCH_CHECK(cos_sin_cache.dim() == 2 && dim % 2 == 0, "decode_attention: cos_sin_cache must be [positions, even D]");
+  const int64_t q_size = heads * dim, kv_size = kv_heads * dim;
+  TORCH_CHECK(norm_w.dim() == 1 && norm_w.size(0) == hidden, "decode_attention: norm weight must be [", hidden, "]");
+  TORCH_CHECK(qkv_w.dim() == 2 && qkv_w.size(0) == q_size + 2 * kv_size && qkv_w.size(1) == hidden,
+              "decode_attention: qkv weight ", qkv_w.sizes(), " does not fit ", heads, "+2x", kv_heads, " heads of ",
+              dim, " over ", hidden);
+  TORCH_CHECK(o_w.dim() == 2 && o_w.size(0) == hidden && o_w.size(1) == q_size, "decode_attention: o weight ",
+              o_w.sizes(), " is not [", hidden, ", ", q_size, "]");
+  TORCH_CHECK(k_buffer.dim() == 3 && k_buffer.size(1) == kv_heads && k_buffer.size(2) == dim &&
+                  k_buffer.sizes() == v_buffer.sizes() && k_buffer.is_contiguous() && v_buffer.is_contiguous(),
+              "decode_attention: K and V pools must be contiguous [slots, ", kv_heads, ", ", dim, "]");
+  TORCH_CHECK(req_to_token.dim() == 2 && req_to_token.scalar_type() == torch::kInt32 && req_to_token.is_contiguous(),
+              "decode_attention: req_to_token must be a contiguous int32 [rows, context]");
+  check_rows(positions, batch, "positions");
+  check_rows(loc, batch, "loc");
+  check_rows(pool_rows, batch, "pool_rows");
+  check_rows(seq_lens, batch, "seq_lens");
+
+  const auto pos = positions.to(torch::kLong).contiguous();
+  const auto locs = loc.to(torch::kLong).contiguous();
+  const auto rows = pool_rows.to(torch::kLong).contiguous();
+  const auto lens = seq_lens.to(torch::kLong).contiguous();
+  const int64_t *posp = pos.data_ptr<int64_t>(), *locp = locs.data_ptr<int64_t>(), *rowp = rows.data_ptr<int64_t>(),
+                *lenp = lens.data_ptr<int64_t>();
+  const int64_t slots = k_buffer.size(0), context = req_to_token.size(1);
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(posp[b] >= 0 && posp[b] < cos_sin_cache.size(0), "decode_attention: position ", posp[b],
+                " outside the rope table");
+    TORCH_CHECK(locp[b] >= 0 && locp[b] < slots, "decode_attention: slot ", locp[b], " outside the pool");
+    TORCH_CHECK(rowp[b] >= 0 && rowp[b] < req_to_token.size(0), "decode_attention: request row ", rowp[b],
+                " outside req_to_token");
+    TORCH_CHECK(lenp[b] >= 1 && lenp[b] <= context, "decode_attention: sequence length ", lenp[b], " outside 1..",
+                context);
+  }
+  const Vec vec = vec_for(isa);
+  const Kernel kernel = pick(isa);
+  const auto hc = h.contiguous();
+  const float* hp = hc.data_ptr<float>();
+  const float* nw = norm_w.contiguous().data_ptr<float>();
+
+  // RMSNorm
+  auto x = torch::empty({batch, hidden}, hc.options());
+  float* xp = x.data_ptr<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* hb = hp + b * hidden;
+    const float mean = vec.dot(hb, hb, hidden) / static_cast<float>(hidden);
+    const float r = 1.0f / std::sqrt(mean + static_cast<float>(eps));
+    for (int64_t i = 0; i < hidden; ++i) xp[b * hidden + i] = (hb[i] * r) * nw[i];
+  }
+  // QKV, rope, the new K/V into their slots
+  auto qkv = torch::empty({batch, q_size + 2 * kv_size}, hc.options());
+  planned_product(x, qkv_w.contiguous(), qkv, form_for(kinds_qkv, batch), kernel);
+  float* qkvp = qkv.data_ptr<float>();
+  const auto cache = cos_sin_cache.contiguous();
+  const float* csp = cache.data_ptr<float>();
+  float *kb = k_buffer.data_ptr<float>(), *vb = v_buffer.data_ptr<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    float* row = qkvp + b * (q_size + 2 * kv_size);
+    for (int64_t head = 0; head < heads + kv_heads; ++head) rotate(row + head * dim, csp + posp[b] * dim, dim);
+    std::memcpy(kb + locp[b] * kv_size, row + q_size, kv_size * sizeof(float));
+    std::memcpy(vb + locp[b] * kv_size, row + q_size + kv_size, kv_size * sizeof(float));
+  }
+  // attention: each (request, query head) over the request's slots
+  auto out = torch::empty({batch, q_size}, hc.options());
+  float* op = out.data_ptr<float>();
+  const int32_t* r2t = req_to_token.data_ptr<int32_t>();
+  const int64_t group = heads / kv_heads;
+  std::vector<int64_t> bad(batch * heads, -1);  // a slot outside the pool per task, reported after the loop
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / heads, head = task % heads, g = head / group, n = lenp[b];
+      const int32_t* slot = r2t + rowp[b] * context;
+      const float* q = qkvp + b * (q_size + 2 * kv_size) + head * dim;
+      float* o = op + b * q_size + head * dim;
+      scores.resize(n);
+      float top = -INFINITY;
+      for (int64_t i = 0; i < n; ++i) {
+        if (slot[i] < 0 || slot[i] >= slots) {
+          bad[task] = slot[i];
+          break;
+        }
+        scores[i] = vec.dot(q, kb + slot[i] * kv_size + g * dim, dim) * static_cast<float>(scale);
+        top = std::max(top, scores[i]);
+      }
+      std::fill(o, o + dim, 0.0f);
+      if (bad[task] != -1) continue;
+      float total = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float p = std::exp(scores[i] - top);
+        total += p;
+        vec.axpy(o, p, vb + slot[i] * kv_size + g * dim, dim);
+      }
+      for (int64_t i = 0; i < dim; ++i) o[i] /= total;
+    }
+  });
+  for (int64_t task = 0; task < batch * heads; ++task)
+    TORCH_CHECK(bad[task] == -1, "decode_attention: request ", task / heads, " has slot ", bad[task],
+                " outside the pool");
+  // output product and residual
+  auto y = torch::empty({batch, hidden}, hc.options());
+  planned_product(out, o_w.contiguous(), y, form_for(kinds_o, batch), kernel);
+  return y.add_(hc);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(moe_serve, library) {
+  library.def(
+      "decode_attention(Tensor h, Tensor norm_w, float eps, Tensor qkv_w, Tensor o_w, Tensor cos_sin_cache, "
+      "Tensor positions, Tensor(a!) k_buffer, Tensor(b!) v_buffer, Tensor loc, Tensor req_to_token, Tensor pool_rows, "
+      "Tensor seq_lens, int heads, int kv_heads, float scale, str isa, int[] kinds_qkv, int[] kinds_o) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(moe_serve, CPU, library) { library.impl("decode_attention", &decode_attention); }

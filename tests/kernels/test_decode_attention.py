@@ -1,0 +1,102 @@
+"""The decode attention op (service/kernels/csrc/decode_attention.cpp) against its torch reference, on every ISA this
+CPU runs and every product form: batches of requests of different lengths (GQA and MHA, head sizes that leave vector
+tails), its writes to the K/V pool, and the errors it gives for inputs it cannot take."""
+
+import pytest
+import torch
+
+from service.kernels import stream_gemm
+from service.kernels.decode_attention import decode_attention, decode_attention_reference
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    assert stream_gemm.load(), stream_gemm.error()
+
+
+def _case(batch, heads, kv_heads, dim, hidden=48, context=40, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    slots = batch * context + 8
+    lens = torch.randint(1, context + 1, (batch,), generator=g)
+    rows = torch.randperm(batch + 3, generator=g)[:batch]  # requests in other rows than their batch order
+    req_to_token = torch.zeros(batch + 3, context, dtype=torch.int32)
+    free = torch.randperm(slots, generator=g)
+    used = 0
+    for b in range(batch):  # each request's slots: distinct, in no order
+        req_to_token[rows[b], : lens[b]] = free[used : used + lens[b]].int()
+        used += int(lens[b])
+    loc = torch.stack([req_to_token[rows[b], lens[b] - 1].long() for b in range(batch)])
+    return dict(
+        h=torch.randn(batch, hidden, generator=g),
+        norm_w=torch.rand(hidden, generator=g) + 0.5,
+        eps=1e-5,
+        qkv_w=torch.randn((heads + 2 * kv_heads) * dim, hidden, generator=g) / hidden**0.5,
+        o_w=torch.randn(hidden, heads * dim, generator=g) / (heads * dim) ** 0.5,
+        cos_sin_cache=torch.cat([torch.rand(64, dim // 2, generator=g) * 2 - 1] * 2, dim=1),
+        positions=lens - 1,
+        k_buffer=torch.randn(slots, kv_heads, dim, generator=g),
+        v_buffer=torch.randn(slots, kv_heads, dim, generator=g),
+        loc=loc,
+        req_to_token=req_to_token,
+        pool_rows=rows,
+        seq_lens=lens,
+        heads=heads,
+        kv_heads=kv_heads,
+        scale=dim**-0.5,
+    )
+
+
+def _fresh(case):
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in case.items()}
+
+
+@pytest.mark.parametrize(
+    ("batch", "heads", "kv_heads", "dim"), [(1, 4, 4, 64), (3, 4, 2, 16), (8, 6, 1, 10), (2, 2, 2, 66)]
+)
+def test_matches_the_torch_ops_on_every_isa_and_form(batch, heads, kv_heads, dim):
+    case = _case(batch, heads, kv_heads, dim, seed=batch * 10 + dim)
+    want = _fresh(case)
+    expected = decode_attention_reference(**want)
+    forms = [(), [stream_gemm.WEIGHT_MAJOR_KIND] * batch] + [[kind] * batch for kind in range(len(stream_gemm.KINDS))]
+    for isa in stream_gemm.supported_isas():
+        for kinds in forms:
+            got = _fresh(case)
+            out = decode_attention(**got, kinds_qkv=kinds, kinds_o=kinds, isa=isa)
+            torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+            # the new tokens' K (rotated) and V are in their slots, nothing else in the pools changed
+            torch.testing.assert_close(got["k_buffer"], want["k_buffer"], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got["v_buffer"], want["v_buffer"], rtol=1e-5, atol=1e-5)
+            untouched = torch.ones(case["k_buffer"].shape[0], dtype=torch.bool)
+            untouched[case["loc"]] = False
+            assert torch.equal(got["k_buffer"][untouched], case["k_buffer"][untouched])
+
+
+def test_the_new_token_attends_to_itself():
+    case = _case(1, 2, 2, 8, seed=3)
+    case["seq_lens"] = torch.tensor([1])  # only its own slot: the output is its own V through o_w
+    case["req_to_token"][case["pool_rows"][0], 0] = int(case["loc"][0])
+    case["positions"] = torch.tensor([0])
+    got = _fresh(case)
+    out = decode_attention(**got)
+    v_new = got["v_buffer"][case["loc"][0]].reshape(1, -1)
+    torch.testing.assert_close(out, case["h"] + v_new @ case["o_w"].t(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.update(req_to_token=c["req_to_token"].long()), "int32"),
+        (lambda c: c.update(seq_lens=c["seq_lens"] + 100), "outside 1.."),
+        (lambda c: c.update(loc=c["loc"] + 1000), "outside the pool"),
+        (lambda c: c["req_to_token"].__setitem__((c["pool_rows"][0], 0), 5000), "outside the pool"),
+        (lambda c: c.update(heads=3), "do not group"),
+        (lambda c: c.update(qkv_w=c["qkv_w"][1:]), "does not fit"),
+        (lambda c: c.update(h=c["h"].double()), "float32"),
+        (lambda c: c.update(positions=c["positions"][:1]), "positions must be"),
+    ],
+)
+def test_bad_input_is_refused_with_the_reason(change, message):
+    case = _case(2, 4, 2, 8, seed=5)
+    change(case)
+    with pytest.raises(RuntimeError, match=message):
+        decode_attention(**case)
