@@ -8,8 +8,10 @@ the step (py-spy, README, issue 15). The products take the forms the engine's de
 (`kinds_*`: small_gemm.GemmPlan.kinds; empty: torch's F.linear).
 
 Layouts are SGLang's: K/V pools [slots, kv_heads, head_dim] float32, `req_to_token` [rows, context] int32 with request
-b's slots of positions 0..seq_lens[b]-1 in row pool_rows[b] (the new token's slot `loc[b]` among them), and the rope
-table `cos_sin_cache` [positions, head_dim] of cosines then sines (its RotaryEmbedding's).
+b's slots of its committed positions 0..seq_lens[b]-2 in row pool_rows[b] (the new token's is `loc[b]`, whatever the
+table holds there: a draft step may not have written it), and the rope table `cos_sin_cache` [positions, head_dim]
+of cosines then sines (its RotaryEmbedding's). Used by the target's decode forward (moe_sglang/target_forward.py) and
+the STANDALONE draft's one-token forwards (moe_sglang/draft_forward.py).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def decode_attention_reference(
     v_buffer[loc.long()] = v.reshape(-1, kv_heads, dim)
     out = []
     for b, n in enumerate(seq_lens.tolist()):
-        slots = req_to_token[int(pool_rows[b]), :n].long()
+        slots = torch.cat([req_to_token[int(pool_rows[b]), : n - 1].long(), loc[b : b + 1].long()])
         keys, values = k_buffer[slots][None], v_buffer[slots][None]
         out.append(sdpa(q[b : b + 1], keys, values, None, scale).reshape(1, heads * dim))
     return h + mm(torch.cat(out), o_w)

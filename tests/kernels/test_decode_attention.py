@@ -71,6 +71,14 @@ def test_matches_the_torch_ops_on_every_isa_and_form(batch, heads, kv_heads, dim
             assert torch.equal(got["k_buffer"][untouched], case["k_buffer"][untouched])
 
 
+def test_the_new_token_is_read_from_its_slot_not_from_the_request_table():
+    case = _case(3, 4, 2, 16, seed=7)
+    expected = decode_attention_reference(**_fresh(case))
+    for b in range(3):  # a draft step's table need not hold the new token's slot yet
+        case["req_to_token"][case["pool_rows"][b], case["seq_lens"][b] - 1] = -1
+    torch.testing.assert_close(decode_attention(**_fresh(case)), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_the_new_token_attends_to_itself():
     case = _case(1, 2, 2, 8, seed=3)
     case["seq_lens"] = torch.tensor([1])  # only its own slot: the output is its own V through o_w

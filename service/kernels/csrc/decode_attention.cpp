@@ -1,6 +1,7 @@
-// One decode step's attention sublayer of a Mixtral-shaped layer in one call: RMSNorm, the fused QKV product, NeoX
-// rope on q and k, the new K/V written to their pool slots, attention of each request's query over its slots, the
-// output product and the residual add.
+// One decode step's attention sublayer of a Llama / Mixtral-shaped layer in one call: RMSNorm, the fused QKV product,
+// NeoX rope on q and k, the new K/V written to their pool slots, attention of each request's query over its slots
+// (its committed positions' slots from the request table, then the new token's), the output product and the residual
+// add.
 //
 // Why: at a decode's 1-8 rows the sublayer's arithmetic is a few tens of microseconds, and the torch ops that spell
 // it (a dozen per layer, each dispatched from Python) cost more than that: in a py-spy of a plain batch-1 moe-fine
@@ -211,12 +212,14 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
       float* o = op + b * q_size + head * dim;
       scores.resize(n);
       float top = -INFINITY;
+      // position i's slot: the request table's for the committed ones, loc for the new token (the last)
+      const auto at = [&](int64_t i) -> int64_t { return i + 1 < n ? slot[i] : locp[b]; };
       for (int64_t i = 0; i < n; ++i) {
-        if (slot[i] < 0 || slot[i] >= slots) {
-          bad[task] = slot[i];
+        if (at(i) < 0 || at(i) >= slots) {
+          bad[task] = at(i);
           break;
         }
-        scores[i] = vec.dot(q, kb + slot[i] * kv_size + g * dim, dim) * static_cast<float>(scale);
+        scores[i] = vec.dot(q, kb + at(i) * kv_size + g * dim, dim) * static_cast<float>(scale);
         top = std::max(top, scores[i]);
       }
       std::fill(o, o + dim, 0.0f);
@@ -225,7 +228,7 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
       for (int64_t i = 0; i < n; ++i) {
         const float p = std::exp(scores[i] - top);
         total += p;
-        vec.axpy(o, p, vb + slot[i] * kv_size + g * dim, dim);
+        vec.axpy(o, p, vb + at(i) * kv_size + g * dim, dim);
       }
       for (int64_t i = 0; i < dim; ++i) o[i] /= total;
     }

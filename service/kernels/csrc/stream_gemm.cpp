@@ -20,7 +20,9 @@
 #include "stream_gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -218,12 +220,15 @@ void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tens
     y.copy_(at::mm(w, x.t()).t());
     return;
   }
-  const float* xp = x.data_ptr<float>();
-  const float* wp = w.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
+  stream_product(x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), m, in, out, kind, kernel);
+}
+
+void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
+                    Kernel kernel) {
+  // grain: about 64 KB of weight per task, so threads split a weight but never work on crumbs
   const int64_t grain = std::max<int64_t>(1, (64 * 1024 / 4) / std::max<int64_t>(in, 1));
   at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
-    kernel(xp, wp, yp, static_cast<int>(m), begin, end, in, out, kind);
+    kernel(x, w, y, static_cast<int>(m), begin, end, in, out, kind);
   });
 }
 
@@ -255,7 +260,9 @@ torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10:
 // by w13[e] and w2[e] in the form kinds13[m - 1] / kinds2[m - 1] (beyond their length: F.linear). Each (t, j) result
 // is kept and the k of a token summed in slot order, weighted, as moe_forward_native does. One call instead of a
 // dozen Python-dispatched ops per expert hit: at a decode's 16 expert hits per token (moe-fine x48, 4 layers, top-4)
-// those were about a millisecond of a ~16 ms step.
+// those were about a millisecond of a ~16 ms step. Where both products of a hit are stream walks they run on plain
+// buffers, without the half-dozen tensor ops a hit cost here too (one moe-fine layer at one token, 4 experts, 2-core
+// AMD EPYC with AVX-512: 61 -> 37 us per call, scratch timing), and the weighted sum is a loop.
 torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
                          const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, c10::string_view isa_view,
                          at::IntArrayRef kinds13, at::IntArrayRef kinds2) {
@@ -287,24 +294,67 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
   const auto w13c = w13.contiguous();
   const auto w2c = w2.contiguous();
   auto per_slot = torch::empty({tokens * k, hidden}, xc.options());
+  float* slot_out = per_slot.data_ptr<float>();
+  const float *xp = xc.data_ptr<float>(), *w13p = w13c.data_ptr<float>(), *w2p = w2c.data_ptr<float>();
   const Kernel kernel = pick(isa);
+  std::vector<float> rows, gate_up, act, down;  // an expert hit's rows and what they become (the stream forms)
   for (int64_t e = 0; e < experts; ++e) {
     const auto& hit = slots[e];
     const int64_t m = static_cast<int64_t>(hit.size());
     if (m == 0) continue;
+    const int64_t kind13 = form_for(kinds13, m), kind2 = form_for(kinds2, m);
+    // one profiler event per expert hit with the weights it reads (bench/_profile_trace.py counts their bytes); the
+    // inputs are made only while a profiler asks for them
+    RECORD_FUNCTION("moe_serve::stream_moe_expert",
+                    std::vector<c10::IValue>({torch::empty({m, hidden}, xc.options()), w13c[e], w2c[e]}));
+    if (kind13 >= 0 && kind2 >= 0 && m <= kMaxRows) {
+      // both products stream walks: on plain buffers, without a tensor op per hit (at a decode's 1-2 rows per
+      // expert those ops cost more than the products of moe-fine's small experts)
+      rows.resize(m * hidden);
+      gate_up.resize(m * 2 * inter);
+      act.resize(m * inter);
+      down.resize(m * hidden);
+      for (int64_t r = 0; r < m; ++r)
+        std::memcpy(rows.data() + r * hidden, xp + (hit[r] / k) * hidden, hidden * sizeof(float));
+      stream_product(rows.data(), w13p + e * 2 * inter * hidden, gate_up.data(), m, hidden, 2 * inter, kind13, kernel);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t i = 0; i < inter; ++i) {
+          const float g = gate_up[r * 2 * inter + i];
+          act[r * inter + i] = g / (1.0f + std::exp(-g)) * gate_up[r * 2 * inter + inter + i];
+        }
+      stream_product(act.data(), w2p + e * hidden * inter, down.data(), m, inter, hidden, kind2, kernel);
+      for (int64_t r = 0; r < m; ++r)
+        std::memcpy(slot_out + hit[r] * hidden, down.data() + r * hidden, hidden * sizeof(float));
+      continue;
+    }
     auto index = torch::empty({m}, torch::kLong);
     int64_t* ip = index.data_ptr<int64_t>();
     for (int64_t r = 0; r < m; ++r) ip[r] = hit[r] / k;
-    const auto rows = xc.index_select(0, index);
-    // one profiler event per expert hit with the weights it reads (bench/_profile_trace.py counts their bytes)
-    RECORD_FUNCTION("moe_serve::stream_moe_expert", std::vector<c10::IValue>({rows, w13c[e], w2c[e]}));
-    auto gate_up = torch::empty({m, 2 * inter}, xc.options());
-    planned_product(rows, w13c[e], gate_up, form_for(kinds13, m), kernel);
-    const auto act = at::silu(gate_up.narrow(1, 0, inter)).mul_(gate_up.narrow(1, inter, inter));
-    auto down = torch::empty({m, hidden}, xc.options());
-    planned_product(act, w2c[e], down, form_for(kinds2, m), kernel);
+    const auto hit_rows = xc.index_select(0, index);
+    auto gate_up_t = torch::empty({m, 2 * inter}, xc.options());
+    planned_product(hit_rows, w13c[e], gate_up_t, kind13, kernel);
+    const auto act_t = at::silu(gate_up_t.narrow(1, 0, inter)).mul_(gate_up_t.narrow(1, inter, inter));
+    auto down_t = torch::empty({m, hidden}, xc.options());
+    planned_product(act_t, w2c[e], down_t, kind2, kernel);
     for (int64_t r = 0; r < m; ++r) ip[r] = hit[r];
-    per_slot.index_copy_(0, index, down);
+    per_slot.index_copy_(0, index, down_t);
+  }
+  if (topk_weights.scalar_type() == torch::kFloat32) {  // the weighted sum over a token's slots, in slot order
+    const auto weights = topk_weights.contiguous();
+    const float* wp = weights.data_ptr<float>();
+    auto out = torch::empty({tokens, hidden}, xc.options());
+    float* op = out.data_ptr<float>();
+    for (int64_t t = 0; t < tokens; ++t) {
+      float* o = op + t * hidden;
+      const float* first = slot_out + t * k * hidden;
+      for (int64_t i = 0; i < hidden; ++i) o[i] = first[i] * wp[t * k];
+      for (int64_t j = 1; j < k; ++j) {
+        const float* slot = first + j * hidden;
+        const float w = wp[t * k + j];
+        for (int64_t i = 0; i < hidden; ++i) o[i] += slot[i] * w;
+      }
+    }
+    return out;
   }
   return per_slot.view({tokens, k, hidden})
       .to(topk_weights.scalar_type())

@@ -22,6 +22,10 @@ void check_isa(const std::string& isa, const char* op);  // a known ISA this CPU
 // y [m, out] = x [m, in] @ w [out, in]^T in form `kind` (a Kind, kLinear or kWeightMajor; F.linear beyond 16 rows).
 void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& y, int64_t kind, Kernel kernel);
 
+// The same for a stream walk (kind >= 0) on plain row-major buffers: y [m, out] = x [m, in] @ w [out, in]^T.
+void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
+                    Kernel kernel);
+
 // The form for m rows of a per-row-count list (a plan's kinds for rows 1..n; kLinear beyond it).
 inline int64_t form_for(at::IntArrayRef kinds, int64_t m) {
   return m >= 1 && m <= static_cast<int64_t>(kinds.size()) ? kinds[m - 1] : kLinear;
