@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 
 from moe_sglang.direct_layers import AttentionDims, RaggedBatch, ragged_attention, rms_norm
-from service.kernels import decode_attention
 from service.kernels.rope import neox_tables
 from service.kernels.small_gemm import GemmPlan
 
@@ -57,13 +56,10 @@ class DirectDraft:
     kv_pool: Callable[[], object]  # the draft's KV pool now (get_key_buffer / get_value_buffer(layer_id) -> [slots,
     # kv_heads, D]), asked at every forward: SGLang may replace a runner's pool after start (post-capture resizing)
     plan: GemmPlan = field(default_factory=GemmPlan)  # each product's form per row count (default: F.linear)
-    attention_op: bool = False  # a one-token-per-request forward's attention sublayers by the C++ decode op
 
     @classmethod
-    def of(cls, runner, attention_op: bool = True) -> tuple[DirectDraft | None, str]:
-        """The direct forward of SGLang's draft ModelRunner, or (None, why it cannot reproduce that model);
-        `attention_op`: forwards of one token per request take the C++ decode attention op
-        (service/kernels/decode_attention.py) where it is built."""
+    def of(cls, runner) -> tuple[DirectDraft | None, str]:
+        """The direct forward of SGLang's draft ModelRunner, or (None, why it cannot reproduce that model)."""
         from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod
         from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
         from sglang.srt.models.llama import LlamaForCausalLM
@@ -124,9 +120,6 @@ class DirectDraft:
                 cos_sin_cache=first.rotary_emb.cos_sin_cache,
                 kv_pool=lambda: runner.token_to_kv_pool,
                 plan=GemmPlan().tune(weights),
-                attention_op=attention_op
-                and decode_attention.available()
-                and first.rotary_emb.cos_sin_cache.dtype == torch.float32,
             ),
             "",
         )
@@ -154,9 +147,6 @@ class DirectDraft:
     def _logits(
         self, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows
     ):
-        if self.attention_op and max(ext_lens) == 1 and req_to_token.dtype == torch.int32:
-            return self._one_token_logits(tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens,
-                                          logit_rows)  # fmt: skip
         mm = self.plan.mm
         ext = torch.as_tensor(ext_lens, dtype=torch.int64)
         rows = RaggedBatch(
@@ -170,25 +160,6 @@ class DirectDraft:
         for layer in self.layers:
             x = rms_norm(h, layer.input_norm, self.eps)
             h = h + ragged_attention(x, layer.qkv, layer.o, layer.layer_id, pool, rows, dims, cos, sin, mm)
-            gate, up = mm(rms_norm(h, layer.post_norm, self.eps), layer.gate_up).chunk(2, dim=-1)
-            h = h + mm(F.silu(gate) * up, layer.down)
-        return mm(rms_norm(h[logit_rows], self.norm, self.eps), self.lm_head)[:, : self.vocab]
-
-    def _one_token_logits(self, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, logit_rows):
-        """_logits where every request has one token (a chain's drafting step): its attention sublayers by the C++
-        decode op (a request's one token sees its committed slots and itself, the mask's only entry)."""
-        mm, plan = self.plan.mm, self.plan
-        seq_lens = torch.as_tensor(prefix_lens, dtype=torch.int64) + 1
-        scale = self.head_dim**-0.5
-        h = self.embed[tokens]
-        pool = self.kv_pool()
-        for layer in self.layers:
-            h = decode_attention.decode_attention(
-                h, layer.input_norm, self.eps, layer.qkv, layer.o, self.cos_sin_cache, positions,
-                pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), out_cache_loc,
-                req_to_token, pool_rows, seq_lens, self.heads, self.kv_heads, scale, plan.kinds(*layer.qkv.shape),
-                plan.kinds(*layer.o.shape),
-            )  # fmt: skip
             gate, up = mm(rms_norm(h, layer.post_norm, self.eps), layer.gate_up).chunk(2, dim=-1)
             h = h + mm(F.silu(gate) * up, layer.down)
         return mm(rms_norm(h[logit_rows], self.norm, self.eps), self.lm_head)[:, : self.vocab]

@@ -48,8 +48,7 @@ DRAFT_FORWARD = ("direct", "sglang")
 # arithmetic over the KV pool, without SGLang's model stack, where that reproduces the model (a Mixtral-shaped float32
 # model on CPU; otherwise SGLang's forward), its MoE sublayers without the TopK / FusedMoE modules' dispatch where
 # that is a no-op (moe_sglang/inline_moe.py), a decode's attention sublayers each one call of a C++ op
-# (service/kernels/decode_attention.py) where it is built, as the direct STANDALONE draft's one-token forwards;
-# torch-ops = direct, those sublayers (target's and draft's) as torch ops; modules =
+# (service/kernels/decode_attention.py) where it is built; torch-ops = direct, those sublayers as torch ops; modules =
 # direct, the MoE through those modules; sglang = always SGLang's forward. The last three are kept for comparisons.
 TARGET_FORWARD = ("direct", "torch-ops", "modules", "sglang")
 

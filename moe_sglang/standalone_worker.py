@@ -71,14 +71,11 @@ def _direct_draft(settings: EngineSettings, draft_runner) -> DirectDraft | None:
     the engine log says which forward the draft runs and, where not the direct one, why."""
     if settings.draft_forward != "direct":
         return None
-    direct, why = DirectDraft.of(draft_runner, attention_op=settings.target_forward != "torch-ops")
+    direct, why = DirectDraft.of(draft_runner)
     if direct is None:
         logger.info("draft model: SGLang's runner (%s)", why)
     else:
-        attention = "decode_attention op for one-token forwards" if direct.attention_op else "torch ops"
-        logger.info(
-            "draft model: direct forward over its KV pool (%d layers, attention %s)", len(direct.layers), attention
-        )
+        logger.info("draft model: direct forward over its KV pool (%d layers)", len(direct.layers))
     return direct
 
 

@@ -9,9 +9,9 @@ the step (py-spy, README, issue 15). The products take the forms the engine's de
 
 Layouts are SGLang's: K/V pools [slots, kv_heads, head_dim] float32, `req_to_token` [rows, context] int32 with request
 b's slots of its committed positions 0..seq_lens[b]-2 in row pool_rows[b] (the new token's is `loc[b]`, whatever the
-table holds there: a draft step may not have written it), and the rope table `cos_sin_cache` [positions, head_dim]
-of cosines then sines (its RotaryEmbedding's). Used by the target's decode forward (moe_sglang/target_forward.py) and
-the STANDALONE draft's one-token forwards (moe_sglang/draft_forward.py).
+table holds there), and the rope table `cos_sin_cache` [positions, head_dim] of cosines then sines (its
+RotaryEmbedding's). Used by the target's decode forward (moe_sglang/target_forward.py). The STANDALONE draft's
+one-token forwards took it too for a while (34th session) and were not faster end to end (README, issue 15).
 """
 
 from __future__ import annotations

@@ -94,8 +94,7 @@ def test_dense_draft_runs_directly_and_drafts_as_sglangs_runner(case, plain_outp
     draft runs through SGLang's runner (`draft_forward=sglang`)."""
     direct_config = spec_config(case, tiny_models)
     url = engine_pool.url(direct_config)
-    log = engine_pool.logs[direct_config].read_text()
-    assert "draft model: direct forward" in log and "decode_attention op for one-token forwards" in log
+    assert "draft model: direct forward" in engine_pool.logs[direct_config].read_text()
     runner_config = replace(direct_config, settings=replace(direct_config.settings, draft_forward="sglang"))
     custom = {"moe_serve": {"policy": "static", "max_k": 3}}
 
