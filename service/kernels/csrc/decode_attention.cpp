@@ -6,7 +6,7 @@
 // Why: at a decode's 1-8 rows the sublayer's arithmetic is a few tens of microseconds, and the torch ops that spell
 // it (a dozen per layer, each dispatched from Python) cost more than that: in a py-spy of a plain batch-1 moe-fine
 // step (2-core AMD EPYC with AVX-512, 2026-11-28) the lines of the direct forward outside the MoE and the LM head
-// took ~45 % of the step. The products keep the form the engine's plan chose for their row count
+// took ~38 % of the step's samples. The products keep the form the engine's plan chose for their row count
 // (stream_gemm.h planned_product); the norm, rope and attention are loops over the few rows here.
 //
 // Arithmetic as the torch path's (target_forward.py): x * rsqrt(mean(x^2) + eps) * w; rope x1 c - x2 s | x2 c + x1 s

@@ -261,8 +261,9 @@ torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10:
 // is kept and the k of a token summed in slot order, weighted, as moe_forward_native does. One call instead of a
 // dozen Python-dispatched ops per expert hit: at a decode's 16 expert hits per token (moe-fine x48, 4 layers, top-4)
 // those were about a millisecond of a ~16 ms step. Where both products of a hit are stream walks they run on plain
-// buffers, without the half-dozen tensor ops a hit cost here too (one moe-fine layer at one token, 4 experts, 2-core
-// AMD EPYC with AVX-512: 61 -> 37 us per call, scratch timing), and the weighted sum is a loop.
+// buffers, without the half-dozen tensor ops a hit cost here too, and the weighted sum is a loop (2-core AMD EPYC with
+// AVX-512, 1 thread, bench/results/decode-attention-s34/stream_moe_ab.json: a moe-fine layer 62 -> 35 us per call at
+// one token top-4, 337 -> 202 at 8; an x48 layer, its weights from memory, the same within 1-2 %).
 torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
                          const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, c10::string_view isa_view,
                          at::IntArrayRef kinds13, at::IntArrayRef kinds2) {
@@ -298,7 +299,7 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
   const float *xp = xc.data_ptr<float>(), *w13p = w13c.data_ptr<float>(), *w2p = w2c.data_ptr<float>();
   const Kernel kernel = pick(isa);
   // an expert hit's rows and what they become (the stream forms): torch's allocations, so rows start 64-byte aligned
-  // as in the tensor path (a std::vector's 16-byte alignment split the kernels' vector loads: ~5 % slower at 8 rows)
+  // as in the tensor path (a std::vector's 16-byte alignment split the kernels' vector loads: x48's layer 4 % slower)
   torch::Tensor rows_t, gate_up_t, act_t, down_t;
   float *rows = nullptr, *gate_up = nullptr, *act = nullptr, *down = nullptr;
   for (int64_t e = 0; e < experts; ++e) {
