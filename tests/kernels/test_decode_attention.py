@@ -79,6 +79,17 @@ def test_the_new_token_is_read_from_its_slot_not_from_the_request_table():
     torch.testing.assert_close(decode_attention(**_fresh(case)), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_weights_given_as_views_are_read_as_their_values():
+    case = _case(2, 4, 2, 16, seed=9)
+    expected = decode_attention_reference(**_fresh(case))
+    views = _fresh(case)  # every other element of a buffer twice as long, a transposed copy: not contiguous
+    views["norm_w"] = torch.stack([case["norm_w"], torch.zeros_like(case["norm_w"])], dim=1).reshape(-1)[::2]
+    views["qkv_w"] = case["qkv_w"].t().contiguous().t()
+    views["o_w"] = case["o_w"].t().contiguous().t()
+    assert not (views["norm_w"].is_contiguous() or views["qkv_w"].is_contiguous() or views["o_w"].is_contiguous())
+    torch.testing.assert_close(decode_attention(**views), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_the_new_token_attends_to_itself():
     case = _case(1, 2, 2, 8, seed=3)
     case["seq_lens"] = torch.tensor([1])  # only its own slot: the output is its own V through o_w

@@ -173,7 +173,8 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
   const Kernel kernel = pick(isa);
   const auto hc = h.contiguous();
   const float* hp = hc.data_ptr<float>();
-  const float* nw = norm_w.contiguous().data_ptr<float>();
+  const auto norm_wc = norm_w.contiguous();  // kept: a pointer into a temporary's copy would dangle
+  const float* nw = norm_wc.data_ptr<float>();
 
   // RMSNorm
   auto x = torch::empty({batch, hidden}, hc.options());
