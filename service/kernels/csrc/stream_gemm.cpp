@@ -338,13 +338,13 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
     int64_t* ip = index.data_ptr<int64_t>();
     for (int64_t r = 0; r < m; ++r) ip[r] = hit[r] / k;
     const auto hit_rows = xc.index_select(0, index);
-    auto gate_up_t = torch::empty({m, 2 * inter}, xc.options());
-    planned_product(hit_rows, w13c[e], gate_up_t, kind13, kernel);
-    const auto act_t = at::silu(gate_up_t.narrow(1, 0, inter)).mul_(gate_up_t.narrow(1, inter, inter));
-    auto down_t = torch::empty({m, hidden}, xc.options());
-    planned_product(act_t, w2c[e], down_t, kind2, kernel);
+    auto hit_gate_up = torch::empty({m, 2 * inter}, xc.options());
+    planned_product(hit_rows, w13c[e], hit_gate_up, kind13, kernel);
+    const auto hit_act = at::silu(hit_gate_up.narrow(1, 0, inter)).mul_(hit_gate_up.narrow(1, inter, inter));
+    auto hit_down = torch::empty({m, hidden}, xc.options());
+    planned_product(hit_act, w2c[e], hit_down, kind2, kernel);
     for (int64_t r = 0; r < m; ++r) ip[r] = hit[r];
-    per_slot.index_copy_(0, index, down_t);
+    per_slot.index_copy_(0, index, hit_down);
   }
   if (topk_weights.scalar_type() == torch::kFloat32) {  // the weighted sum over a token's slots, in slot order
     const auto weights = topk_weights.contiguous();
