@@ -4,9 +4,9 @@ request's slots, output product, residual) in one call of the C++ library of str
 
 Why: at a decode's few rows the sublayer is a few tens of microseconds of arithmetic spelled as a dozen torch ops per
 layer, each dispatched from Python; on a plain batch-1 moe-fine step those lines of the direct forward took ~38 % of
-the step's py-spy samples (py-spy, README, issue 15). The products take the forms the engine's dense plan chose for the row count
-(`kinds_*`: small_gemm.GemmPlan.kinds; empty: torch's F.linear). Measured in the engine (bench.decode_peer, README,
-issue 15): ~20 % off a batch-1 moe-fine decode, nothing beyond the spread on the memory-bound copy.
+the step's py-spy samples (README, issue 15). The products take the forms the engine's dense plan chose for the row
+count (`kinds_*`: small_gemm.GemmPlan.kinds; empty: torch's F.linear). Measured in the engine (bench.decode_peer,
+README, issue 15): ~20 % off a batch-1 moe-fine decode, nothing beyond the spread on the memory-bound copy.
 
 Layouts are SGLang's: K/V pools [slots, kv_heads, head_dim] float32, `req_to_token` [rows, context] int32 with request
 b's slots of its committed positions 0..seq_lens[b]-2 in row pool_rows[b] (the new token's is `loc[b]`, whatever the
