@@ -105,7 +105,8 @@ Vec vec_for(const std::string& isa) {
   return {dot_base, axpy_base};
 }
 
-// x [d] rotated in place, NeoX style: the two halves as one complex number at the angles of cs = [cos | sin] (d / 2 each)
+// x [d] rotated in place, NeoX style: the two halves as one complex number at the angles of cs = [cos | sin]
+// (d / 2 each)
 void rotate(float* x, const float* cs, int64_t d) {
   const int64_t half = d / 2;
   for (int64_t i = 0; i < half; ++i) {
@@ -128,8 +129,8 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
                                c10::string_view isa_view, at::IntArrayRef kinds_qkv, at::IntArrayRef kinds_o) {
   const std::string isa(isa_view);
   check_isa(isa, "decode_attention");
-  for (const torch::Tensor* t : {&h, &norm_w, &qkv_w, &o_w, &cos_sin_cache, static_cast<const torch::Tensor*>(&k_buffer),
-                                 static_cast<const torch::Tensor*>(&v_buffer)})
+  const torch::Tensor &k_in = k_buffer, &v_in = v_buffer;
+  for (const torch::Tensor* t : {&h, &norm_w, &qkv_w, &o_w, &cos_sin_cache, &k_in, &v_in})
     TORCH_CHECK(t->scalar_type() == torch::kFloat32 && t->device().is_cpu(), "decode_attention: float32 CPU tensors");
   TORCH_CHECK(h.dim() == 2 && h.size(0) >= 1, "decode_attention: h must be [B, hidden]");
   const int64_t batch = h.size(0), hidden = h.size(1), dim = cos_sin_cache.size(1);

@@ -331,7 +331,8 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
           act[r * inter + i] = g / (1.0f + std::exp(-g)) * gate_up[r * 2 * inter + inter + i];
         }
       stream_product(act, w2p + e * hidden * inter, down, m, inter, hidden, kind2, kernel);
-      for (int64_t r = 0; r < m; ++r) std::memcpy(slot_out + hit[r] * hidden, down + r * hidden, hidden * sizeof(float));
+      for (int64_t r = 0; r < m; ++r)
+        std::memcpy(slot_out + hit[r] * hidden, down + r * hidden, hidden * sizeof(float));
       continue;
     }
     auto index = torch::empty({m}, torch::kLong);
