@@ -32,7 +32,7 @@ def _case(batch, heads, kv_heads, dim, hidden=48, context=40, seed=0):
         eps=1e-5,
         qkv_w=torch.randn((heads + 2 * kv_heads) * dim, hidden, generator=g) / hidden**0.5,
         o_w=torch.randn(hidden, heads * dim, generator=g) / (heads * dim) ** 0.5,
-        cos_sin_cache=torch.cat([torch.rand(64, dim // 2, generator=g) * 2 - 1] * 2, dim=1),
+        cos_sin_cache=torch.rand(64, dim, generator=g) * 2 - 1,  # cosines then sines, unrelated: a swap shows
         positions=lens - 1,
         k_buffer=torch.randn(slots, kv_heads, dim, generator=g),
         v_buffer=torch.randn(slots, kv_heads, dim, generator=g),
