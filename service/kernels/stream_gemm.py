@@ -86,9 +86,12 @@ def error() -> str | None:
 
 
 def best_isa() -> str:
-    """The widest ISA of ISAS this CPU runs (asked of the CPU, not assumed)."""
-    _require()
-    return torch.ops.moe_serve.stream_best_isa()
+    """The widest ISA of ISAS this CPU runs (asked of the CPU once, not assumed; the ops ask at every call)."""
+    isa = _STATE.get("isa")
+    if isa is None:
+        _require()
+        isa = _STATE["isa"] = torch.ops.moe_serve.stream_best_isa()
+    return isa  # type: ignore[return-value]
 
 
 def supported_isas() -> list[str]:
@@ -102,7 +105,7 @@ def stream_linear(x: torch.Tensor, w: torch.Tensor, isa: str | None = None, kind
     resolution."""
     if not _STATE.get("loaded"):
         _require()
-    return torch.ops.moe_serve.stream_linear.default(x, w, isa or _best(), kind)
+    return torch.ops.moe_serve.stream_linear.default(x, w, isa or best_isa(), kind)
 
 
 # stream_moe's forms other than the stream walks (csrc/stream_gemm.cpp: kLinear, kWeightMajor)
@@ -124,14 +127,9 @@ def stream_moe(
     kinds2[m - 1]: a KINDS index, LINEAR_KIND or WEIGHT_MAJOR_KIND (F.linear beyond the lists' length)."""
     if not _STATE.get("loaded"):
         _require()
-    return torch.ops.moe_serve.stream_moe.default(x, w13, w2, topk_ids, topk_weights, isa or _best(), kinds13, kinds2)
-
-
-def _best() -> str:
-    isa = _STATE.get("isa")
-    if isa is None:
-        isa = _STATE["isa"] = best_isa()
-    return isa  # type: ignore[return-value]
+    return torch.ops.moe_serve.stream_moe.default(
+        x, w13, w2, topk_ids, topk_weights, isa or best_isa(), kinds13, kinds2
+    )
 
 
 def _require() -> None:

@@ -33,66 +33,31 @@ namespace {
 
 using namespace moe_serve_stream;
 
-// dot(a, b) over n floats and y += s * x, per ISA (target attributes, chosen at run time as the stream kernel is)
-__attribute__((target("avx512f"))) float dot_avx512(const float* a, const float* b, int64_t n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+// dot(a, b) over n floats (two accumulators) and y += s * x, per ISA: the vector helpers of stream_gemm.h, compiled
+// with the ISA's target attribute and chosen at run time as the stream kernel is
+#define DOT_AXPY(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM, SET1, STORE)                           \
+  __attribute__((target(TARGET))) float dot_##NAME(const float* a, const float* b, int64_t n) {            \
+    VEC acc0 = ZERO(), acc1 = ZERO();                                                                      \
+    int64_t i = 0;                                                                                         \
+    for (; i + 2 * WIDTH <= n; i += 2 * WIDTH) {                                                           \
+      acc0 = FMA(LOAD(a + i), LOAD(b + i), acc0);                                                          \
+      acc1 = FMA(LOAD(a + i + WIDTH), LOAD(b + i + WIDTH), acc1);                                          \
+    }                                                                                                      \
+    for (; i + WIDTH <= n; i += WIDTH) acc0 = FMA(LOAD(a + i), LOAD(b + i), acc0);                         \
+    float s = HSUM(ADD(acc0, acc1));                                                                       \
+    for (; i < n; ++i) s += a[i] * b[i];                                                                   \
+    return s;                                                                                              \
+  }                                                                                                        \
+  __attribute__((target(TARGET))) void axpy_##NAME(float* y, float s, const float* x, int64_t n) {         \
+    const VEC sv = SET1(s);                                                                                \
+    int64_t i = 0;                                                                                         \
+    for (; i + WIDTH <= n; i += WIDTH) STORE(y + i, FMA(sv, LOAD(x + i), LOAD(y + i)));                    \
+    for (; i < n; ++i) y[i] += s * x[i];                                                                   \
   }
-  for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
-__attribute__((target("avx512f"))) void axpy_avx512(float* y, float s, const float* x, int64_t n) {
-  const __m512 sv = _mm512_set1_ps(s);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(sv, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += s * x[i];
-}
-
-__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-  }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  const __m256 v = _mm256_add_ps(acc0, acc1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  float s = _mm_cvtss_f32(h);
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-__attribute__((target("avx2,fma"))) void axpy_avx2(float* y, float s, const float* x, int64_t n) {
-  const __m256 sv = _mm256_set1_ps(s);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += s * x[i];
-}
-
-float dot_base(const float* a, const float* b, int64_t n) {
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-void axpy_base(float* y, float s, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
-}
+DOT_AXPY(avx512, "avx512f", __m512, 16, zero512, load512, fma512, add512, hsum512, set1_512, store512)
+DOT_AXPY(avx2, "avx2,fma", __m256, 8, zero256, load256, fma256, add256, hsum256, set1_256, store256)
+DOT_AXPY(base, "sse2", __m128, 4, zero128, load128, fma128, add128, hsum128, set1_128, store128)
 
 struct Vec {
   float (*dot)(const float*, const float*, int64_t);

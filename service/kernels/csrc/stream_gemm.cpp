@@ -27,6 +27,8 @@
 
 namespace {
 
+using namespace moe_serve_stream;  // the vector helpers per ISA (stream_gemm.h)
+
 constexpr int kMaxRows = 16;
 
 // How the weight is walked and prefetched (`kind`, the op's last argument). Which is fastest depends on the CPU and
@@ -154,34 +156,8 @@ constexpr int64_t kKinds = 5;
     }                                                                                                           \
   }
 
-__attribute__((target("avx512f"))) inline __m512 zero512() { return _mm512_setzero_ps(); }
-__attribute__((target("avx512f"))) inline __m512 load512(const float* p) { return _mm512_loadu_ps(p); }
-__attribute__((target("avx512f"))) inline __m512 fma512(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-__attribute__((target("avx512f"))) inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
-__attribute__((target("avx512f"))) inline __m512 add512(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 STREAM_KERNEL(stream_avx512, "avx512f", __m512, 16, zero512, load512, fma512, add512, hsum512)
-
-__attribute__((target("avx2,fma"))) inline __m256 zero256() { return _mm256_setzero_ps(); }
-__attribute__((target("avx2,fma"))) inline __m256 load256(const float* p) { return _mm256_loadu_ps(p); }
-__attribute__((target("avx2,fma"))) inline __m256 fma256(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
-__attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-__attribute__((target("avx2,fma"))) inline __m256 add256(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 STREAM_KERNEL(stream_avx2, "avx2,fma", __m256, 8, zero256, load256, fma256, add256, hsum256)
-
-inline __m128 zero128() { return _mm_setzero_ps(); }
-inline __m128 load128(const float* p) { return _mm_loadu_ps(p); }
-inline __m128 fma128(__m128 a, __m128 b, __m128 c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
-inline float hsum128(__m128 v) {
-  __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
-inline __m128 add128(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
 STREAM_KERNEL(stream_base, "sse2", __m128, 4, zero128, load128, fma128, add128, hsum128)
 
 }  // namespace
