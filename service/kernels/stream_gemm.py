@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 CSRC = Path(__file__).parent / "csrc"
 # the library's sources (the other ops of torch.ops.moe_serve share its products: decode_attention.py) and the
 # header they share
-SOURCES = (CSRC / "stream_gemm.cpp", CSRC / "decode_attention.cpp")
+SOURCES = (CSRC / "stream_gemm.cpp", CSRC / "decode_attention.cpp", CSRC / "decode_moe.cpp")
 HEADERS = (CSRC / "stream_gemm.h",)
 NAME = "moe_serve_stream_gemm"
 MAX_ROWS = 16

@@ -33,43 +33,6 @@ namespace {
 
 using namespace moe_serve_stream;
 
-// dot(a, b) over n floats (two accumulators) and y += s * x, per ISA: the vector helpers of stream_gemm.h, compiled
-// with the ISA's target attribute and chosen at run time as the stream kernel is
-#define DOT_AXPY(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM, SET1, STORE)                           \
-  __attribute__((target(TARGET))) float dot_##NAME(const float* a, const float* b, int64_t n) {            \
-    VEC acc0 = ZERO(), acc1 = ZERO();                                                                      \
-    int64_t i = 0;                                                                                         \
-    for (; i + 2 * WIDTH <= n; i += 2 * WIDTH) {                                                           \
-      acc0 = FMA(LOAD(a + i), LOAD(b + i), acc0);                                                          \
-      acc1 = FMA(LOAD(a + i + WIDTH), LOAD(b + i + WIDTH), acc1);                                          \
-    }                                                                                                      \
-    for (; i + WIDTH <= n; i += WIDTH) acc0 = FMA(LOAD(a + i), LOAD(b + i), acc0);                         \
-    float s = HSUM(ADD(acc0, acc1));                                                                       \
-    for (; i < n; ++i) s += a[i] * b[i];                                                                   \
-    return s;                                                                                              \
-  }                                                                                                        \
-  __attribute__((target(TARGET))) void axpy_##NAME(float* y, float s, const float* x, int64_t n) {         \
-    const VEC sv = SET1(s);                                                                                \
-    int64_t i = 0;                                                                                         \
-    for (; i + WIDTH <= n; i += WIDTH) STORE(y + i, FMA(sv, LOAD(x + i), LOAD(y + i)));                    \
-    for (; i < n; ++i) y[i] += s * x[i];                                                                   \
-  }
-
-DOT_AXPY(avx512, "avx512f", __m512, 16, zero512, load512, fma512, add512, hsum512, set1_512, store512)
-DOT_AXPY(avx2, "avx2,fma", __m256, 8, zero256, load256, fma256, add256, hsum256, set1_256, store256)
-DOT_AXPY(base, "sse2", __m128, 4, zero128, load128, fma128, add128, hsum128, set1_128, store128)
-
-struct Vec {
-  float (*dot)(const float*, const float*, int64_t);
-  void (*axpy)(float*, float, const float*, int64_t);
-};
-
-Vec vec_for(const std::string& isa) {
-  if (isa == "avx512") return {dot_avx512, axpy_avx512};
-  if (isa == "avx2") return {dot_avx2, axpy_avx2};
-  return {dot_base, axpy_base};
-}
-
 // x [d] rotated in place, NeoX style: the two halves as one complex number at the angles of cs = [cos | sin]
 // (d / 2 each)
 void rotate(float* x, const float* cs, int64_t d) {
@@ -145,12 +108,7 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
   // RMSNorm
   auto x = torch::empty({batch, hidden}, hc.options());
   float* xp = x.data_ptr<float>();
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* hb = hp + b * hidden;
-    const float mean = vec.dot(hb, hb, hidden) / static_cast<float>(hidden);
-    const float r = 1.0f / std::sqrt(mean + static_cast<float>(eps));
-    for (int64_t i = 0; i < hidden; ++i) xp[b * hidden + i] = (hb[i] * r) * nw[i];
-  }
+  rms_norm_rows(vec, hp, nw, xp, batch, hidden, static_cast<float>(eps));
   // QKV, rope, the new K/V into their slots
   auto qkv = torch::empty({batch, q_size + 2 * kv_size}, hc.options());
   planned_product(x, qkv_w.contiguous(), qkv, form_for(kinds_qkv, batch), kernel);

@@ -208,54 +208,10 @@ void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t
   });
 }
 
-}  // namespace moe_serve_stream
-
-namespace {
-
-using namespace moe_serve_stream;
-
-torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10::string_view isa_view, int64_t kind) {
-  const std::string isa(isa_view);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "stream_linear: x [m, in] and w [out, in] expected");
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32, "stream_linear: float32 only");
-  TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "stream_linear: CPU tensors only");
-  TORCH_CHECK(x.size(1) == w.size(1), "stream_linear: x has ", x.size(1), " features, w expects ", w.size(1));
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
-  TORCH_CHECK(kind >= 0 && kind < kKinds, "stream_linear: unknown kind ", kind, " (0..", kKinds - 1, ")");
-  check_isa(isa, "stream_linear");
-  const auto xc = x.contiguous();
-  const auto wc = w.contiguous();
-  auto y = torch::empty({xc.size(0), wc.size(0)}, xc.options());
-  planned_product(xc, wc, y, kind, pick(isa));
-  return y;
-}
-
-// out[t] = sum_j weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])), e = ids[t, j]: the expert forward of a MoE
-// layer (SiLU gating, router weights applied after, no biases) in one call. Rows are grouped by expert (experts in
-// increasing id, rows in token order, as SGLang's moe_forward_native sorts them); each expert hit multiplies its m rows
-// by w13[e] and w2[e] in the form kinds13[m - 1] / kinds2[m - 1] (beyond their length: F.linear). Each (t, j) result
-// is kept and the k of a token summed in slot order, weighted, as moe_forward_native does. One call instead of a
-// dozen Python-dispatched ops per expert hit: at a decode's 16 expert hits per token (moe-fine x48, 4 layers, top-4)
-// those were about a millisecond of a ~16 ms step. Where both products of a hit are stream walks they run on plain
-// buffers, without the half-dozen tensor ops a hit cost here too, and the weighted sum is a loop (2-core AMD EPYC with
-// AVX-512, 1 thread, bench/results/decode-attention-s34/stream_moe_ab.json: a moe-fine layer 62 -> 35 us per call at
-// one token top-4, 337 -> 202 at 8; an x48 layer, its weights from memory, the same within 1-2 %).
-torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
-                         const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, c10::string_view isa_view,
-                         at::IntArrayRef kinds13, at::IntArrayRef kinds2) {
-  const std::string isa(isa_view);
-  TORCH_CHECK(x.dim() == 2 && w13.dim() == 3 && w2.dim() == 3, "stream_moe: x [T, H], w13 [E, 2I, H], w2 [E, H, I]");
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w13.scalar_type() == torch::kFloat32 &&
-                  w2.scalar_type() == torch::kFloat32,
-              "stream_moe: float32 only");
-  TORCH_CHECK(x.device().is_cpu() && w13.device().is_cpu() && w2.device().is_cpu(), "stream_moe: CPU tensors only");
+torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
+                             const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, const std::string& isa,
+                             at::IntArrayRef kinds13, at::IntArrayRef kinds2) {
   const int64_t tokens = x.size(0), hidden = x.size(1), experts = w13.size(0), inter = w13.size(1) / 2;
-  TORCH_CHECK(w13.size(2) == hidden && w13.size(1) == 2 * inter && w2.size(0) == experts && w2.size(1) == hidden &&
-                  w2.size(2) == inter,
-              "stream_moe: w13 ", w13.sizes(), " and w2 ", w2.sizes(), " do not fit x ", x.sizes());
-  TORCH_CHECK(topk_ids.dim() == 2 && topk_ids.size(0) == tokens && topk_weights.sizes() == topk_ids.sizes(),
-              "stream_moe: topk_ids and topk_weights [T, k] expected");
-  check_isa(isa, "stream_moe");
   for (const auto kinds : {kinds13, kinds2})
     for (const int64_t kind : kinds)
       TORCH_CHECK(kind >= kWeightMajor && kind < kKinds, "stream_moe: unknown kind ", kind);
@@ -345,6 +301,58 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
       .mul_(topk_weights.unsqueeze(-1))
       .sum(1)
       .to(xc.scalar_type());
+}
+
+
+}  // namespace moe_serve_stream
+
+namespace {
+
+using namespace moe_serve_stream;
+
+torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10::string_view isa_view, int64_t kind) {
+  const std::string isa(isa_view);
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "stream_linear: x [m, in] and w [out, in] expected");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32, "stream_linear: float32 only");
+  TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "stream_linear: CPU tensors only");
+  TORCH_CHECK(x.size(1) == w.size(1), "stream_linear: x has ", x.size(1), " features, w expects ", w.size(1));
+  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
+  TORCH_CHECK(kind >= 0 && kind < kKinds, "stream_linear: unknown kind ", kind, " (0..", kKinds - 1, ")");
+  check_isa(isa, "stream_linear");
+  const auto xc = x.contiguous();
+  const auto wc = w.contiguous();
+  auto y = torch::empty({xc.size(0), wc.size(0)}, xc.options());
+  planned_product(xc, wc, y, kind, pick(isa));
+  return y;
+}
+
+// out[t] = sum_j weights[t, j] * down_e(silu(gate_e(x[t])) * up_e(x[t])), e = ids[t, j]: the expert forward of a MoE
+// layer (SiLU gating, router weights applied after, no biases) in one call. Rows are grouped by expert (experts in
+// increasing id, rows in token order, as SGLang's moe_forward_native sorts them); each expert hit multiplies its m rows
+// by w13[e] and w2[e] in the form kinds13[m - 1] / kinds2[m - 1] (beyond their length: F.linear). Each (t, j) result
+// is kept and the k of a token summed in slot order, weighted, as moe_forward_native does. One call instead of a
+// dozen Python-dispatched ops per expert hit: at a decode's 16 expert hits per token (moe-fine x48, 4 layers, top-4)
+// those were about a millisecond of a ~16 ms step. Where both products of a hit are stream walks they run on plain
+// buffers, without the half-dozen tensor ops a hit cost here too, and the weighted sum is a loop (2-core AMD EPYC with
+// AVX-512, 1 thread, bench/results/decode-attention-s34/stream_moe_ab.json: a moe-fine layer 62 -> 35 us per call at
+// one token top-4, 337 -> 202 at 8; an x48 layer, its weights from memory, the same within 1-2 %).
+torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
+                         const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, c10::string_view isa_view,
+                         at::IntArrayRef kinds13, at::IntArrayRef kinds2) {
+  const std::string isa(isa_view);
+  TORCH_CHECK(x.dim() == 2 && w13.dim() == 3 && w2.dim() == 3, "stream_moe: x [T, H], w13 [E, 2I, H], w2 [E, H, I]");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w13.scalar_type() == torch::kFloat32 &&
+                  w2.scalar_type() == torch::kFloat32,
+              "stream_moe: float32 only");
+  TORCH_CHECK(x.device().is_cpu() && w13.device().is_cpu() && w2.device().is_cpu(), "stream_moe: CPU tensors only");
+  const int64_t tokens = x.size(0), hidden = x.size(1), experts = w13.size(0), inter = w13.size(1) / 2;
+  TORCH_CHECK(w13.size(2) == hidden && w13.size(1) == 2 * inter && w2.size(0) == experts && w2.size(1) == hidden &&
+                  w2.size(2) == inter,
+              "stream_moe: w13 ", w13.sizes(), " and w2 ", w2.sizes(), " do not fit x ", x.sizes());
+  TORCH_CHECK(topk_ids.dim() == 2 && topk_ids.size(0) == tokens && topk_weights.sizes() == topk_ids.sizes(),
+              "stream_moe: topk_ids and topk_weights [T, k] expected");
+  check_isa(isa, "stream_moe");
+  return expert_forward(x, w13, w2, topk_ids, topk_weights, isa, kinds13, kinds2);
 }
 
 }  // namespace

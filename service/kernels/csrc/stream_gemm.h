@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -64,5 +65,61 @@ void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t
 inline int64_t form_for(at::IntArrayRef kinds, int64_t m) {
   return m >= 1 && m <= static_cast<int64_t>(kinds.size()) ? kinds[m - 1] : kLinear;
 }
+
+// dot(a, b) over n floats (two accumulators) and y += s * x, per ISA: the vector helpers above, compiled with the
+// ISA's target attribute and chosen at run time (vec_for) as the stream kernel is
+#define DOT_AXPY(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM, SET1, STORE)                             \
+  __attribute__((target(TARGET))) inline float dot_##NAME(const float* a, const float* b, int64_t n) {          \
+    VEC acc0 = ZERO(), acc1 = ZERO();                                                                           \
+    int64_t i = 0;                                                                                              \
+    for (; i + 2 * WIDTH <= n; i += 2 * WIDTH) {                                                                \
+      acc0 = FMA(LOAD(a + i), LOAD(b + i), acc0);                                                               \
+      acc1 = FMA(LOAD(a + i + WIDTH), LOAD(b + i + WIDTH), acc1);                                               \
+    }                                                                                                           \
+    for (; i + WIDTH <= n; i += WIDTH) acc0 = FMA(LOAD(a + i), LOAD(b + i), acc0);                              \
+    float s = HSUM(ADD(acc0, acc1));                                                                            \
+    for (; i < n; ++i) s += a[i] * b[i];                                                                        \
+    return s;                                                                                                   \
+  }                                                                                                             \
+  __attribute__((target(TARGET))) inline void axpy_##NAME(float* y, float s, const float* x, int64_t n) {       \
+    const VEC sv = SET1(s);                                                                                     \
+    int64_t i = 0;                                                                                              \
+    for (; i + WIDTH <= n; i += WIDTH) STORE(y + i, FMA(sv, LOAD(x + i), LOAD(y + i)));                         \
+    for (; i < n; ++i) y[i] += s * x[i];                                                                        \
+  }
+
+DOT_AXPY(avx512, "avx512f", __m512, 16, zero512, load512, fma512, add512, hsum512, set1_512, store512)
+DOT_AXPY(avx2, "avx2,fma", __m256, 8, zero256, load256, fma256, add256, hsum256, set1_256, store256)
+DOT_AXPY(base, "sse2", __m128, 4, zero128, load128, fma128, add128, hsum128, set1_128, store128)
+
+struct Vec {
+  float (*dot)(const float*, const float*, int64_t);
+  void (*axpy)(float*, float, const float*, int64_t);
+};
+
+inline Vec vec_for(const std::string& isa) {
+  if (isa == "avx512") return {dot_avx512, axpy_avx512};
+  if (isa == "avx2") return {dot_avx2, axpy_avx2};
+  return {dot_base, axpy_base};
+}
+
+// y = x * rsqrt(mean(x^2) + eps) * w per row of x [rows, n] (SGLang's RMSNorm in float32; the sum of squares in the
+// ISA's dot, so in another order than torch's: equal to float rounding)
+inline void rms_norm_rows(const Vec& vec, const float* x, const float* w, float* y, int64_t rows, int64_t n,
+                          float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    const float mean = vec.dot(xr, xr, n) / static_cast<float>(n);
+    const float s = 1.0f / std::sqrt(mean + eps);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = (xr[i] * s) * w[i];
+  }
+}
+
+// out [T, H] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]) with SiLU gating, expert e's m rows in the
+// forms kinds13[m - 1] / kinds2[m - 1] (stream_gemm.cpp's stream_moe; the caller checks shapes, dtypes and the ISA;
+// this checks the kinds and the ids)
+torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
+                             const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, const std::string& isa,
+                             at::IntArrayRef kinds13, at::IntArrayRef kinds2);
 
 }  // namespace moe_serve_stream
