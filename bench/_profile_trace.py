@@ -27,11 +27,13 @@ ATTENTION_OPS = (
     "sgl_kernel::decode_attention_cpu",
     "sgl_kernel::extend_attention_cpu",
     "aten::scaled_dot_product_attention",
+    "moe_serve::decode_attention",  # a decode's whole attention sublayer, its QKV and output products included
 )
 STREAM_OP = "moe_serve::stream_linear"  # service/kernels/stream_gemm.py: (x, w, isa), w [out, in]
 GEMM_OPS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm", STREAM_OP)
-# a MoE layer's whole expert forward in one call (stream_gemm.stream_moe: products, activation, combine)
-MOE_OP = "moe_serve::stream_moe"
+# a MoE layer's whole expert forward in one call (stream_gemm.stream_moe: products, activation, combine); the decode
+# MoE op (service/kernels/decode_moe.py) adds the norm, router and routing (microseconds) around the same forward
+MOE_OPS = ("moe_serve::stream_moe", "moe_serve::decode_moe")
 MOE_EXPERT = "moe_serve::stream_moe_expert"  # its event per expert hit, inputs (rows [m, H], w13 [2I, H], w2 [H, I])
 
 
@@ -66,7 +68,7 @@ def classify(op: dict, ckpt: MoeCheckpoint) -> str:
         return "attention"
     if name.startswith("sgl_kernel::"):
         return "sgl_kernel_other"
-    if name == MOE_OP:
+    if name in MOE_OPS:
         return "expert_gemm"
     if name in GEMM_OPS:
         shape = _weight_shape(op, ckpt)
@@ -112,7 +114,7 @@ def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
                     bucket = "draft_model" if draft else classify(op, ckpt)
                     totals[bucket] += op["dur"]
                     in_ops += op["dur"]
-                    if bucket in ("expert_gemm", "dense_gemm") and op["name"] != MOE_OP:  # its hits: below
+                    if bucket in ("expert_gemm", "dense_gemm") and op["name"] not in MOE_OPS:  # their hits: below
                         out_f, in_f = _weight_shape(op, ckpt)
                         weight_bytes += out_f * in_f * 4  # fp32 engine
             if not draft:

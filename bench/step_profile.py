@@ -6,9 +6,13 @@ activity, operator shapes, no Python stacks: stacks would multiply the Python co
 annotates the model step (`step[DECODE bs=N]`, inside `scheduler.run_batch`); an iteration runs from one model step
 to the next. Each top-level operator of the model step is put in one bucket:
 
-- `attention`: our `sgl_kernel::decode_attention_cpu` / `extend_attention_cpu` (service/kernels/attention_cpu.py);
+- `attention`: our `sgl_kernel::decode_attention_cpu` / `extend_attention_cpu` (service/kernels/attention_cpu.py),
+  and the direct decode forward's `moe_serve::decode_attention` (the whole sublayer: its norm, QKV and output products
+  too; service/kernels/decode_attention.py);
 - `sgl_kernel_other`: the other `sgl_kernel::*` replacement ops (cache locations, KV writes, ...);
-- `expert_gemm`: matrix products whose weight has an expert's shape ([2I, H] or [H, I]);
+- `expert_gemm`: matrix products whose weight has an expert's shape ([2I, H] or [H, I]), a MoE layer's expert forward
+  in one call (`moe_serve::stream_moe`) and the MoE op that adds its norm, router and routing to it
+  (`moe_serve::decode_moe`, service/kernels/decode_moe.py);
 - `dense_gemm`: the other weight products (QKV, output projection, router, LM head);
 - `torch_other`: every other operator (norms, rotary, routing, sort/index of the MoE, sampling, ...);
 - `forward_glue`: time in the model step outside any operator (SGLang's and the model's Python);

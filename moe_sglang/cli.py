@@ -80,8 +80,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--target-forward",
         default=EngineSettings().target_forward,
         choices=TARGET_FORWARD,
-        help="CPU engine's target model decode forwards: direct = its arithmetic over its KV pool (a Mixtral-shaped "
-        "float32 model; otherwise SGLang's forward); sglang = SGLang's model stack (for comparisons)",
+        help="CPU engine's target model decode and verify forwards: direct = its arithmetic over its KV pool (a "
+        "Mixtral-shaped float32 model; otherwise SGLang's forward), attention and MoE sublayers by C++ ops; torch-ops = "
+        "direct with those sublayers as torch ops; modules = direct with the MoE through SGLang's TopK / FusedMoE "
+        "modules; sglang = SGLang's model stack (the last three for comparisons)",
     )
     parser.add_argument(
         "--process-start",

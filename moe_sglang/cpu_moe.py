@@ -73,6 +73,19 @@ def moe_forward(layer: torch.nn.Module, x: torch.Tensor, topk_output, moe_runner
     return _EXPERTS[0](PLAN, x, w13, w2, topk_ids, topk_weights)
 
 
+def stream_kinds(layer: torch.nn.Module, moe_runner_config) -> tuple[list[int], list[int]] | None:
+    """(kinds13, kinds2): the forms `moe_forward` multiplies the layer's experts in when it would run them in one
+    stream_moe call (installed with the library's expert forward, the layer covered and its shapes tuned), for ops
+    that run the same expert forward in C++ (service/kernels/decode_moe.py); None otherwise (the first forward of a
+    shape tunes it)."""
+    if not _ORIGINAL or _EXPERTS[0] is not moe_experts or not _covered(layer, moe_runner_config):
+        return None
+    w13, w2 = layer.w13_weight, layer.w2_weight
+    if (w13.shape[1], w13.shape[2], 1) not in PLAN.forms or (w2.shape[1], w2.shape[2], 1) not in PLAN.forms:
+        return None
+    return PLAN.kinds(w13.shape[1], w13.shape[2]), PLAN.kinds(w2.shape[1], w2.shape[2])
+
+
 def _covered(layer, config) -> bool:
     """Float32 experts with SiLU gating (Mixtral, Qwen2-MoE, OLMoE), no biases, no clamped SwiGLU, router weights
     applied after."""

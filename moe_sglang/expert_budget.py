@@ -144,6 +144,28 @@ def scoped(topk, out, router_logits: torch.Tensor):
     return out._replace(topk_weights=weights, topk_ids=ids)
 
 
+def budgeted(layer_id: int, num_experts: int, top_k: int) -> bool:
+    """Whether the routing scope open here (if any) budgets this layer: its routing must then go through `scoped`
+    before the experts run; otherwise routing computed elsewhere (the decode MoE op, target_forward.py) is what the
+    MoE computes and only needs `record_routed`."""
+    scope = _VERIFY.get()
+    return scope is not None and _layer_budget(scope.budget, layer_id, num_experts, top_k) is not None
+
+
+def record_routed(layer_id: int, topk_ids: torch.Tensor, num_experts: int) -> None:
+    """Count routing the MoE computes unchanged in the scope open here (nothing without one), as `scoped` does."""
+    scope = _VERIFY.get()
+    if scope is not None:
+        _record(scope, layer_id, topk_ids, num_experts)
+
+
+def _record(scope: VerifyExperts, layer_id: int, topk_ids: torch.Tensor, num_experts: int) -> None:
+    # nothing dropped: what the router picked is what the MoE computes (SGLang's CPU and GPU MoE read topk_ids
+    # without writing it, so the reference holds the routing until counts())
+    scope.num_experts = num_experts
+    scope.routed.setdefault(layer_id, []).append(topk_ids)
+
+
 def route_in_verify(
     scope: VerifyExperts,
     layer_id: int,
@@ -159,9 +181,7 @@ def route_in_verify(
     scope.num_experts = num_experts
     budget = _layer_budget(scope.budget, layer_id, num_experts, topk_ids.shape[1])
     if budget is None or topk_ids.shape[0] == 0:
-        # nothing dropped: what the router picked is what the MoE computes (SGLang's CPU and GPU MoE read
-        # topk_ids without writing it, so the reference holds the routing until counts())
-        scope.routed.setdefault(layer_id, []).append(topk_ids)
+        _record(scope, layer_id, topk_ids, num_experts)
         return topk_weights, topk_ids
     scope.wanted[layer_id] = _experts_mask(topk_ids, num_experts, scope.wanted.get(layer_id))
     probs = torch.softmax(router_logits.float(), dim=-1)  # [T, E]

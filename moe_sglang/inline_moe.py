@@ -34,6 +34,9 @@ class InlineMoE:
     topk: object  # the layer's TopK module: its config, layer id, draft flag
     experts: object  # the layer's FusedMoE module: its weights and the quant method's runner config
     route_inline: bool  # the routing arithmetic called directly (TopK dispatches to forward_native), else the module
+    # routing is SGLang's fused_topk_torch_native (not the AMX alias fused_topk_cpu): what the decode MoE op
+    # (service/kernels/decode_moe.py) reproduces
+    torch_routing: bool = False
 
     @classmethod
     def of(cls, topk, experts) -> tuple[InlineMoE | None, str]:
@@ -75,7 +78,9 @@ class InlineMoE:
             return None, "a local expert mapping or an FP4 all-gather"
         # with AMX SGLang's TopK dispatches to forward_cpu (the sgl_kernel routing op): that module is kept
         native = _dispatched(topk) is TopK.forward_native
-        return cls(topk, experts, native), ""
+        from sglang.srt.layers.moe import topk as routing
+
+        return cls(topk, experts, native, native and routing.fused_topk_native is routing.fused_topk_torch_native), ""
 
     def __call__(self, x: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
         """The MoE sublayer's output [T, hidden] of the normed state x [T, hidden]."""

@@ -33,9 +33,10 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
 10. makes sampled speculative verification lossless on CPU (sampled_verify.py);
 11. registers SGLang's MixtralForCausalLM subclassed so that its decode and verify forwards run the arithmetic directly
-    over the KV pool, without SGLang's model stack, its MoE sublayers without the TopK / FusedMoE modules' dispatch
-    and a decode's attention sublayers each one C++ call (target_forward.py, inline_moe.py,
-    service/kernels/decode_attention.py; setting `target_forward=torch-ops` keeps those sublayers as torch ops,
+    over the KV pool, without SGLang's model stack, its MoE sublayers without the TopK / FusedMoE modules' dispatch,
+    a decode's attention sublayers and the MoE sublayers of decodes and verifies each one C++ call (target_forward.py,
+    inline_moe.py, service/kernels/decode_attention.py, decode_moe.py; setting `target_forward=torch-ops` keeps those
+    sublayers as torch ops,
     `target_forward=modules` the modules, `target_forward=sglang` SGLang's forward);
 12. forks SGLang's scheduler and detokenizer processes from the launcher instead of spawning them, so they do not
     import SGLang and load this plugin a second time (process_start.py; setting `process_start=spawn` keeps SGLang's).

@@ -47,8 +47,9 @@ DRAFT_FORWARD = ("direct", "sglang")
 # How the CPU engine's target model runs its decode and verify forwards (moe_sglang/target_forward.py): direct = its
 # arithmetic over the KV pool, without SGLang's model stack, where that reproduces the model (a Mixtral-shaped float32
 # model on CPU; otherwise SGLang's forward), its MoE sublayers without the TopK / FusedMoE modules' dispatch where
-# that is a no-op (moe_sglang/inline_moe.py), a decode's attention sublayers each one call of a C++ op
-# (service/kernels/decode_attention.py) where it is built; torch-ops = direct, those sublayers as torch ops; modules =
+# that is a no-op (moe_sglang/inline_moe.py), a decode's attention sublayers and the MoE sublayers of decodes and
+# verifies each one call of a C++ op (service/kernels/decode_attention.py, decode_moe.py) where it is built; torch-ops
+# = direct, those sublayers as torch ops; modules =
 # direct, the MoE through those modules; sglang = always SGLang's forward. The last three are kept for comparisons.
 TARGET_FORWARD = ("direct", "torch-ops", "modules", "sglang")
 

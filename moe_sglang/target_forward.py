@@ -9,10 +9,13 @@ arithmetic: embedding; per layer RMSNorm, the fused QKV product, NeoX rope (serv
 written to their slots, attention over each request's slots (the request's keys gathered once per step for every
 layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product (a decode's attention
 sublayer, from the norm to the residual, is one call of the C++ op of service/kernels/decode_attention.py where it is
-built; setting target_forward=torch-ops keeps the torch ops); RMSNorm, the router, the
+built; setting target_forward=torch-ops keeps the torch ops, here and in the MoE sublayer); RMSNorm, the router, the
 work of the layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / expert-counting scope) and
 `FusedMoE` module (the engine's MoE forward: cpu_moe.py's tuned expert products), called without the modules'
-dispatch where that is a no-op (inline_moe.py), else through them; the final norm and the LM head. Dense products
+dispatch where that is a no-op (inline_moe.py), else through them (the MoE sublayer of a decode or a verify, from
+the norm to the residual, is one call of the C++ op of service/kernels/decode_moe.py where it computes what that
+inline path would, with what SGLang and the step's expert counts record of the routing made from its output); the
+final norm and the LM head. Dense products
 take cpu_dense.py's planned forms where that path is installed. The attention sublayer's pieces are shared with the
 draft's direct forward (direct_layers.py).
 
@@ -37,9 +40,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from moe_sglang.cpu_moe import stream_kinds
 from moe_sglang.direct_layers import AttentionDims, RaggedBatch, qkv_rope, ragged_attention, rms_norm
+from moe_sglang.expert_budget import budgeted, record_routed
 from moe_sglang.inline_moe import InlineMoE, blocked
-from service.kernels import decode_attention
+from service.kernels import decode_attention, decode_moe
 from service.kernels.attention_cpu import _gathered, _padded_slots
 from service.kernels.attention_fused import sdpa
 from service.kernels.rope import neox_tables
@@ -48,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 ARCHITECTURE = "MixtralForCausalLM"
 _LOGGED: set[str] = set()  # the reasons a decode or verify forward went to SGLang's forward, logged once each
+_MOE_OP_RAN = "target model: MoE sublayers ran by the decode_moe op"
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,10 @@ class DirectTarget:
     # a weight's product forms per row count for the C++ decode attention op (cpu_dense.kinds; [] = F.linear); None:
     # a decode's attention sublayers as torch ops
     kinds: Callable[[torch.Tensor], list[int]] | None = None
+    # SGLang's build_precomputed_topk_output (what it records of a router's own routing) where the MoE sublayers of
+    # decode and verify forwards take the C++ op of service/kernels/decode_moe.py (with `kinds`); None: they do not
+    record_routing: Callable | None = None
+    renorm_eps: float = 0.0  # SGLang's _RENORMALIZE_SUM_EPSILON, for the op's renormalization
 
     @classmethod
     def of(
@@ -150,6 +160,10 @@ class DirectTarget:
         rope_table = first.rotary_emb.cos_sin_cache
         if kinds is not None and not (rope_table.dtype == torch.float32 and decode_attention.available()):
             kinds = None  # the op is float32 and built by stream_gemm's library
+        from sglang.srt.layers.moe import topk as routing
+
+        # the MoE op where every layer routes with the arithmetic it reproduces (inline_moe.py)
+        by_op = kinds is not None and all(x.inline is not None and x.inline.torch_routing for x in layers)
         eps = {
             n.variance_epsilon
             for layer in inner.layers
@@ -172,6 +186,8 @@ class DirectTarget:
                 mm=mm or F.linear,
                 modules_why=modules_why,
                 kinds=kinds,
+                record_routing=routing.build_precomputed_topk_output if by_op else None,
+                renorm_eps=routing._RENORMALIZE_SUM_EPSILON,
             ),
             "",
         )
@@ -200,7 +216,7 @@ class DirectTarget:
                     pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), loc, req_to_token,
                     pool_rows, seq_lens, dims.heads, dims.kv_heads, dims.scale, kinds(layer.qkv), kinds(layer.o),
                 )  # fmt: skip
-                h = h + self._moe(layer, h, inline_moe)
+                h = self._moe_sublayer(layer, h, inline_moe)
             return self._lm_head(h)
         mm, dims = self.mm, self.dims
         batch = len(seq_lens)
@@ -247,7 +263,7 @@ class DirectTarget:
         for layer in self.layers:
             x = rms_norm(h, layer.input_norm, self.eps)
             h = h + ragged_attention(x, layer.qkv, layer.o, layer.layer_id, pool, rows, dims, cos, sin, mm)
-            h = h + self._moe(layer, h, inline_moe)
+            h = self._moe_sublayer(layer, h, inline_moe)
         return self._lm_head(h)
 
     @property
@@ -262,6 +278,28 @@ class DirectTarget:
         if inline and layer.inline is not None:
             return layer.inline(x, router_logits)
         return layer.experts(x, layer.topk(x, router_logits))
+
+    def _moe_sublayer(self, layer: TargetLayer, h: torch.Tensor, inline: bool) -> torch.Tensor:
+        """h + the MoE sublayer (a decode's or a verify's rows): one call of the C++ op where it computes what the
+        inline path would (no expert budget on the layer, the engine's expert forward tuned for it), then what SGLang
+        (capture, expert-distribution recorder) and the step's routing scope (expert counts) record of the routing,
+        made from its output; else `_moe`."""
+        moe = layer.inline
+        if self.record_routing is not None and inline and moe is not None:
+            experts, config = moe.experts, moe.topk.topk_config
+            kinds = stream_kinds(experts, experts.quant_method.moe_runner_config)
+            if kinds is not None and not budgeted(moe.topk.layer_id, layer.router.shape[0], config.top_k):
+                out, weights, ids = decode_moe.decode_moe(
+                    h, layer.post_norm, self.eps, layer.router, config.top_k, config.renormalize, self.renorm_eps,
+                    experts.w13_weight, experts.w2_weight, self.kinds(layer.router), *kinds,
+                )  # fmt: skip
+                self.record_routing(weights, ids, config, moe.topk.layer_id)
+                record_routed(moe.topk.layer_id, ids, layer.router.shape[0])
+                if _MOE_OP_RAN not in _LOGGED:  # said once it has run (the first forward of a shape tunes it first)
+                    _LOGGED.add(_MOE_OP_RAN)
+                    logger.info(_MOE_OP_RAN)
+                return out
+        return h + self._moe(layer, h, inline)
 
     def _lm_head(self, h: torch.Tensor) -> torch.Tensor:
         return self.mm(rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
@@ -331,9 +369,10 @@ def model_class(dense: Callable | None = None, inline_moe: bool = True, kinds: C
                     logger.info("target model: SGLang's forward (%s)", why)
                 else:
                     logger.info(
-                        "target model: direct decode forward (%d layers, attention %s)",
+                        "target model: direct decode forward (%d layers, attention %s, MoE %s)",
                         len(direct.layers),
                         "torch ops" if direct.kinds is None else "decode_attention op",
+                        "torch ops" if direct.record_routing is None else "decode_moe op",
                     )
                     if direct.modules_why:
                         logger.info("target model: MoE through SGLang's modules (%s)", direct.modules_why)

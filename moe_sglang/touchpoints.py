@@ -391,9 +391,21 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "(hidden_states, gating_output, topk, renormalize, correction_bias=None, scoring_func='softmax')",
     ),
     Touchpoint(
+        "sglang.srt.layers.moe.topk.fused_topk_torch_native",
+        "call",
+        "the routing arithmetic the decode MoE op reproduces (taken only where fused_topk_native is this function)",
+        "(hidden_states, gating_output, topk, renormalize, correction_bias=None, scoring_func='softmax')",
+    ),
+    Touchpoint(
+        "sglang.srt.layers.moe.topk._RENORMALIZE_SUM_EPSILON",
+        "attribute",
+        "the epsilon fused_topk_torch_native adds to the kept weights' sum (the decode MoE op adds the same)",
+    ),
+    Touchpoint(
         "sglang.srt.layers.moe.topk.build_precomputed_topk_output",
         "call",
-        "SGLang's post-processing for routers that compute (weights, ids) themselves: capture + recorder",
+        "SGLang's post-processing for routers that compute (weights, ids) themselves: capture + recorder (also after "
+        "the decode MoE op)",
         "(topk_weights, topk_ids, topk_config, layer_id)",
     ),
     Touchpoint(

@@ -169,3 +169,21 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
     assert step(["a"]) == ((K, K), (None,))
     unique, reuse = step(["a"] + [f"b{i}" for i in range(5)])  # a batch is counted: the union of its experts
     assert unique == (E, E) and reuse == (1.0, None, None, None, None, None)
+
+
+def test_routing_computed_outside_the_hook_is_counted_as_the_hook_counts_it():
+    """The decode MoE op (target_forward.py) routes in C++: it asks `budgeted` first and records its ids with
+    `record_routed`, which must count what route_in_verify counts for the same unbudgeted routing."""
+    from moe_sglang.expert_budget import budgeted, record_routed, routing_scope
+
+    logits, w, ids = routing(7)
+    assert not budgeted(0, E, K)  # no scope: nothing counts, nothing budgets
+    record_routed(0, ids, E)  # and recording is a no-op
+    with routing_scope(None, "truncation") as by_op:
+        assert not budgeted(0, E, K)
+        record_routed(0, ids, E)
+    by_hook = VerifyExperts()
+    route_in_verify(by_hook, 0, w, ids, logits, renormalize=True, plain_softmax=True)
+    assert by_op.counts() == by_hook.counts() and by_op.token_experts() == by_hook.token_experts()
+    with routing_scope((E, 3), "truncation"):  # layer 1 budgeted below its E experts, layer 0 not
+        assert not budgeted(0, E, K) and budgeted(1, E, K)

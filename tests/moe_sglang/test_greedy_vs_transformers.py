@@ -42,5 +42,7 @@ def test_plain_greedy_equals_transformers(arch, tiny_models, engine_pool):
     assert ("target model: direct decode forward" in log) == (arch == "mixtral")
     # its decode attention sublayers one C++ call each (service/kernels/decode_attention.py)
     assert ("attention decode_attention op" in log) == (arch == "mixtral")
+    # and its MoE sublayers too (service/kernels/decode_moe.py), said when one has run
+    assert ("MoE sublayers ran by the decode_moe op" in log) == (arch == "mixtral")
     assert "MoE through SGLang's modules" not in log  # a Mixtral's MoE sublayers ran inline (inline_moe.py)
     assert FORKED in log  # the default process start on CPU (process_start.py)

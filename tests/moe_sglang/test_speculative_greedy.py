@@ -71,6 +71,7 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
     # MoE sublayers inline (inline_moe.py)
     assert "target model: direct decode forward" in log and "target model: SGLang's forward" not in log
     assert "attention decode_attention op" in log  # plain decodes' attention: one C++ call per layer
+    assert "MoE sublayers ran by the decode_moe op" in log  # and their MoE sublayers
     assert "MoE through SGLang's modules" not in log
     if SPEC_CASES[case]["algorithm"] == "standalone":  # which forward the draft ran, and why not the direct one
         expected = (
