@@ -208,6 +208,7 @@ void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t
   });
 }
 
+// The expert forward of stream_moe (below, which says what it computes and why) and of decode_moe.cpp.
 torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
                              const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, const std::string& isa,
                              at::IntArrayRef kinds13, at::IntArrayRef kinds2) {
@@ -302,7 +303,6 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
       .sum(1)
       .to(xc.scalar_type());
 }
-
 
 }  // namespace moe_serve_stream
 
