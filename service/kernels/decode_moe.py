@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from service.kernels import stream_gemm
-from service.kernels.moe_ref import moe_forward
+from service.kernels.moe_ref import moe_forward, route_topk
 
 
 def available() -> bool:
@@ -55,7 +55,7 @@ def decode_moe_reference(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The same in torch ops (arguments as decode_moe; `mm(x, w)` = x @ w.T)."""
     x = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * norm_w
-    weights, ids = torch.topk(mm(x, router_w).float().softmax(dim=-1), top_k, dim=-1)
-    if renormalize:
+    ids, weights = route_topk(mm(x, router_w), top_k, renormalize=False)
+    if renormalize:  # SGLang's renormalization: the epsilon added to the sum (route_topk's has none)
         weights = weights / (weights.sum(dim=-1, keepdim=True, dtype=torch.float32) + renorm_eps)
     return h + moe_forward(x, w13, w2, ids, weights), weights, ids

@@ -60,6 +60,15 @@ def test_renormalized_weights_sum_to_one_and_plain_ones_to_the_kept_mass():
     assert bool((plain[:, :-1] >= plain[:, 1:]).all())  # in decreasing order
 
 
+def test_the_renormalization_epsilon_is_added_to_the_kept_sum():
+    case = dict(_case(3, 16, 4, seed=4), renorm_eps=0.25)  # large enough to move every weight
+    _, weights, ids = decode_moe(**case)
+    torch.testing.assert_close(weights, decode_moe_reference(**case)[1], rtol=1e-5, atol=1e-6)
+    x = case["h"] * torch.rsqrt(case["h"].pow(2).mean(-1, keepdim=True) + case["eps"]) * case["norm_w"]
+    kept = (x @ case["router_w"].t()).softmax(-1).gather(1, ids)
+    torch.testing.assert_close(weights, kept / (kept.sum(-1, keepdim=True) + 0.25), rtol=1e-5, atol=1e-6)
+
+
 def test_the_residual_is_added_and_the_input_is_left_alone():
     case = _case(2, 8, 2, seed=5)
     before = case["h"].clone()
