@@ -11,6 +11,8 @@ Names, with the PromQL a dashboard uses next to each (deploy/grafana can referen
 from __future__ import annotations
 
 import os
+import time
+from bisect import bisect_left
 
 from service.policy import StepStats
 
@@ -75,7 +77,17 @@ SECONDS_BUCKETS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 
 
 class SpecMetrics:
-    """The Prometheus objects, created in the process that records (the scheduler)."""
+    """The Prometheus objects, created in the process that records (the scheduler).
+
+    Steps are recorded into plain dicts and written to the Prometheus values by `flush`: when a request finishes
+    (RequestStatsBook.finish, so a response never arrives before the counts of its steps), and at the first step
+    recorded FLUSH_S after the previous write. Under SGLang's multiprocess collector every value written is a locked
+    write to a shared file (~2 us each, ~15 a step at batch 1): once per step per series that is ~1.5 % of a
+    2.5 ms batch-1 decode step of the bundled model, the overhead speculation must not add at K = 0. A histogram's
+    observations are summed per bucket and written through prometheus_client's own bucket values (`_upper_bounds`,
+    `_buckets`, `_sum`, as its `Histogram.observe` writes them); a client without them gets `observe` per value."""
+
+    FLUSH_S = 1.0  # most seconds a recorded step waits for its write while steps run
 
     def __init__(self, registry=None) -> None:
         from prometheus_client import REGISTRY, Counter, Histogram
@@ -127,6 +139,12 @@ class SpecMetrics:
             registry=r,
         )
         self._children: dict[tuple, object] = {}
+        self._counts: dict[object, float] = {}  # counter child -> increments not yet written
+        self._hists: dict[object, list] = {}  # histogram child -> [sum, count per bucket] not yet written
+        # (policy, tenant, K chosen, drafts verified, drafts accepted) -> request-steps with that outcome, turned
+        # into the per-request series at the flush (most request-steps of a batch look alike: counted once each)
+        self._outcomes: dict[tuple[str, str, int, int, int], int] = {}
+        self._flushed = time.monotonic()
 
     def _at(self, metric, *labels: str):
         """`metric.labels(*labels)`, remembered: prometheus_client validates and locks on every `labels()` call, and
@@ -137,10 +155,47 @@ class SpecMetrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
+    def _inc(self, child, amount: float = 1.0) -> None:
+        self._counts[child] = self._counts.get(child, 0.0) + amount
+
+    def _observe(self, child, value: float, times: int = 1) -> None:
+        pending = self._hists.get(child)
+        if pending is None:
+            bounds = getattr(child, "_upper_bounds", None)
+            if bounds is None or not hasattr(child, "_buckets") or not hasattr(child, "_sum"):
+                for _ in range(times):  # a prometheus_client without the bucket values: written at once
+                    child.observe(value)
+                return
+            pending = self._hists[child] = [0.0] + [0] * len(bounds)
+        pending[0] += value * times
+        pending[1 + bisect_left(child._upper_bounds, value)] += times  # the first bucket with value <= its bound
+
+    def flush(self) -> None:
+        """Write what was recorded since the last flush."""
+        outcomes, self._outcomes = self._outcomes, {}
+        for (policy, tenant, k, verified, accepted), n in outcomes.items():
+            self._expand(policy, tenant, k, verified, accepted, n)
+        counts, hists = self._counts, self._hists
+        self._counts, self._hists, self._flushed = {}, {}, time.monotonic()
+        for child, amount in counts.items():
+            child.inc(amount)
+        for child, (total, *buckets) in hists.items():
+            child._sum.inc(total)
+            for value, n in zip(child._buckets, buckets, strict=True):
+                if n:
+                    value.inc(n)
+
+    def _maybe_flush(self) -> None:
+        if time.monotonic() - self._flushed >= self.FLUSH_S:
+            self.flush()
+
     def count_forward(self, kind: str, tokens: int) -> None:
         """A target forward of a decode step: kind "verify" or "decode", `tokens` = its input rows."""
-        self._at(self.target_forwards, kind).inc()
-        (self.verify_tokens if kind == "verify" else self.decode_tokens).inc(tokens)
+        self._inc(self._at(self.target_forwards, kind))
+        self._inc(self.verify_tokens if kind == "verify" else self.decode_tokens, tokens)
+
+    def count_draft(self) -> None:
+        self._inc(self.draft_phases)
 
     @classmethod
     def if_enabled(cls) -> SpecMetrics | None:
@@ -151,37 +206,42 @@ class SpecMetrics:
     ) -> None:
         """`chosen`: the K each request's policy chose (default: the k verified, stats.requests[i].k)."""
         chosen = chosen or tuple(r.k for r in stats.requests)
+        outcomes = self._outcomes
         for policy, tenant, r, k in zip(policies, tenants, stats.requests, chosen, strict=True):
-            self._at(self.k, policy, tenant).observe(k)
-            if k == 0:
-                self._at(self.off, policy, tenant).inc()
-            self._at(self.accept_length, policy, tenant).observe(r.accepted + 1)
-            self._record_vllm(policy, tenant, r.k, r.accepted)
-            for position in range(1, r.k + 1):
-                self._at(self.proposed_at, policy, str(position)).inc()
-                if position <= r.accepted:
-                    self._at(self.accepted_at, policy, str(position)).inc()
+            key = (policy, tenant, k, r.k, r.accepted)
+            outcomes[key] = outcomes.get(key, 0) + 1
         for policy in dict.fromkeys(policies):
             mine = [r for p, r in zip(policies, stats.requests, strict=True) if p == policy]
             verified = len(mine) * stats.verify_width if stats.verify_width else sum(r.k + 1 for r in mine)
-            self._at(self.utility, policy).observe(sum(r.accepted + 1 for r in mine) / verified)
+            self._observe(self._at(self.utility, policy), sum(r.accepted + 1 for r in mine) / verified)
         for phase, seconds in (("draft", stats.draft_s), ("verify", stats.verify_s), ("other", stats.other_s)):
-            self._at(self.step_seconds, phase).observe(seconds)
+            self._observe(self._at(self.step_seconds, phase), seconds)
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"
         if len({k == 0 for k in chosen}) == 2:
-            self.mixed.inc()
+            self._inc(self.mixed)
         if stats.draft_backlog_tokens:
-            self.catch_up.inc(stats.draft_backlog_tokens)
+            self._inc(self.catch_up, stats.draft_backlog_tokens)
         for unique in () if stats.plain else stats.unique_experts:  # verify forwards only (the metric's meaning)
-            self._at(self.unique, batch_policy).observe(unique)
+            self._observe(self._at(self.unique, batch_policy), unique)
         if dropped:
-            self._at(self.dropped, batch_policy).inc(dropped)
+            self._inc(self._at(self.dropped, batch_policy), dropped)
+        self._maybe_flush()
 
-    def _record_vllm(self, policy: str, tenant: str, verified: int, accepted: int) -> None:
+    def _expand(self, policy: str, tenant: str, k: int, verified: int, accepted: int, n: int) -> None:
+        """The per-request series of `n` request-steps whose policy chose `k` and which verified `verified` drafts
+        and accepted `accepted`."""
+        self._observe(self._at(self.k, policy, tenant), k, n)
+        if k == 0:
+            self._inc(self._at(self.off, policy, tenant), n)
+        self._observe(self._at(self.accept_length, policy, tenant), accepted + 1, n)
+        for position in range(1, verified + 1):
+            self._inc(self._at(self.proposed_at, policy, str(position)), n)
+            if position <= accepted:
+                self._inc(self._at(self.accepted_at, policy, str(position)), n)
         if verified == 0:
             return  # no draft this request-step: vLLM counts only steps that proposed one
-        self._at(self.vllm_drafts, policy, tenant).inc()
-        self._at(self.vllm_draft_tokens, policy, tenant).inc(verified)
-        self._at(self.vllm_accepted, policy, tenant).inc(accepted)
+        self._inc(self._at(self.vllm_drafts, policy, tenant), n)
+        self._inc(self._at(self.vllm_draft_tokens, policy, tenant), verified * n)
+        self._inc(self._at(self.vllm_accepted, policy, tenant), accepted * n)
         for position in range(accepted):
-            self._at(self.vllm_accepted_per_pos, policy, str(position)).inc()
+            self._inc(self._at(self.vllm_accepted_per_pos, policy, str(position)), n)

@@ -24,13 +24,14 @@ read vLLM's (`--per-request-spec-decode-metrics summary`) read ours, plus moe-se
                                STANDALONE judgements, draft_model.py)
     num_shadow_accepted_drafts those the emitted tokens matched
     expert_reuse               mean share of a plain-decoded token's experts (over MoE layers) that the token before
-                               it also routed to (None: no such pair), what an accepted draft would reuse
+                               it also routed to (None: no such pair), what an accepted draft would reuse; measured
+                               in batches where some request may draft (a hint of max_k 0 for all: not measured)
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 LIVE_REQUESTS_CAP = 16384  # requests tracked at once; beyond it the oldest is dropped (a request that never ended)
@@ -91,6 +92,7 @@ class RequestStatsBook:
     def __init__(self, capacity: int = LIVE_REQUESTS_CAP) -> None:
         self._live: OrderedDict[str, RequestSpecStats] = OrderedDict()
         self._capacity = capacity
+        self.on_finish: list[Callable[[], None]] = []  # called as each request finishes (metrics.SpecMetrics.flush)
 
     def record_step(
         self,
@@ -127,6 +129,8 @@ class RequestStatsBook:
     def finish(self, rid: str, decode_tokens: int) -> dict:
         """The summary of a request that ended with `decode_tokens` tokens after its first; forgets it. Tokens the
         recorded steps do not account for came from plain decode steps, one each (no speculation on this engine)."""
+        for call in self.on_finish:
+            call()
         stats = self._live.pop(rid, None) or RequestSpecStats()
         stats.plain_steps = max(decode_tokens - stats.tokens, 0)
         return stats.summary()
