@@ -45,9 +45,13 @@ class VerifyExperts:
 
     def counts(self) -> tuple[tuple[int, ...], int]:
         """(unique experts touched per layer in layer order, experts dropped by the budget over all layers)."""
-        if not self.touched and self.routed and all(_one_token(ids) for ids in self.routed.values()):
-            # one token per layer (a batch-1 plain decode): top-k picks k distinct experts, nothing to count
-            return tuple(self.routed[i][0].shape[1] for i in sorted(self.routed)), 0
+        if not self.touched and self.routed:
+            if all(_one_token(ids) for ids in self.routed.values()):
+                # one token per layer (a batch-1 plain decode): top-k picks k distinct experts, nothing to count
+                return tuple(self.routed[i][0].shape[1] for i in sorted(self.routed)), 0
+            stacked = self._stacked()
+            if stacked is not None:  # every layer saw the same tokens: its masks as one [L, E + 1] tensor
+                return tuple(_masks(stacked.flatten(1), self.num_experts)[:, 1:].sum(dim=1).tolist()), 0
         masks = self._routed_masks()
         touched = {**masks, **self.touched}
         if not touched:
@@ -67,6 +71,9 @@ class VerifyExperts:
         routed, a budget changed the routing, or layers saw different shapes."""
         if not self.routed or self.touched:
             return None
+        stacked = self._stacked()
+        if stacked is not None:
+            return stacked.tolist()
         layers = [self.routed[i] for i in sorted(self.routed)]
         shapes = {(sum(t.shape[0] for t in ids), ids[0].shape[1]) for ids in layers}
         if len(shapes) > 1:
@@ -74,6 +81,14 @@ class VerifyExperts:
         ids = [t for layer in layers for t in layer]
         flat = torch.cat(ids) if len(ids) > 1 else ids[0]
         return flat.reshape(len(layers), *shapes.pop()).tolist()
+
+    def _stacked(self) -> torch.Tensor | None:
+        """[L, T, k] the routing of every unbudgeted layer in layer order, in one op, where each layer routed once and
+        all alike (a decode or verify forward); None otherwise."""
+        routed = [self.routed[i] for i in sorted(self.routed)]
+        if any(len(ids) != 1 for ids in routed) or len({ids[0].shape for ids in routed}) != 1:
+            return None
+        return torch.stack([ids[0] for ids in routed])
 
     def _routed_masks(self) -> dict[int, torch.Tensor]:
         """[E + 1] bool per unbudgeted layer, all layers in one scatter (slot 0 absorbs id -1, as _experts_mask)."""
@@ -83,10 +98,7 @@ class VerifyExperts:
         ids = [torch.cat(self.routed[i]).reshape(-1) for i in layers]
         if len({t.numel() for t in ids}) > 1:  # layers saw different token counts: one mask each
             return {i: _experts_mask(t, self.num_experts, None) for i, t in zip(layers, ids, strict=True)}
-        stacked = torch.stack(ids).long() + 1  # [L, T * k]
-        masks = torch.zeros(len(layers), self.num_experts + 1, dtype=torch.bool, device=stacked.device)
-        masks.scatter_(1, stacked, True)
-        return dict(zip(layers, masks, strict=True))
+        return dict(zip(layers, _masks(torch.stack(ids), self.num_experts), strict=True))
 
 
 # The target forward of the decode step in flight in this thread (a verify, or a plain decode), set by the
@@ -226,6 +238,12 @@ def redirect_dropped(ids: torch.Tensor, mask: torch.Tensor, probs: torch.Tensor)
             out[:, slot] = torch.where(take, cand, out[:, slot])
             need = need & ~take
     return out
+
+
+def _masks(ids: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """[L, E + 1] bool: the experts in each row of `ids` [L, n] (slot 0 absorbs id -1, as _experts_mask)."""
+    masks = torch.zeros(ids.shape[0], num_experts + 1, dtype=torch.bool, device=ids.device)
+    return masks.scatter_(1, ids.long() + 1, True)
 
 
 def _one_token(routed: list[torch.Tensor]) -> bool:

@@ -37,6 +37,12 @@ def small_segments(
     return out
 
 
+def _host_views(table: torch.Tensor, out_cache_loc: torch.Tensor):
+    """NumPy views of the two CPU tensors (same memory): a slice copy there costs ~0.5 us where torch's indexing
+    dispatch costs ~3-4 us, which at batch 8 was ~30 us of every decode step's slot bookkeeping."""
+    return table.numpy(), out_cache_loc.numpy()
+
+
 def _rows(req_to_token: torch.Tensor, pool_len: int, op: str) -> torch.Tensor:
     require_dtype(req_to_token, (torch.int32,), op, "req_to_token")
     require(req_to_token.is_contiguous(), op, "req_to_token must be contiguous")
@@ -63,8 +69,9 @@ def assign_req_to_token_pool_cpu(
     few = small_segments(req_pool_indices, start_offset, end_offset)
     if few is not None:
         _require_slots(out_cache_loc, sum(hi - lo for _, lo, hi, _ in few), op)
+        rows, flat_loc = _host_views(table, out_cache_loc)
         for row, lo, hi, flat in few:
-            table[row, lo:hi] = out_cache_loc[flat : flat + hi - lo]  # copy_ casts int64 -> int32
+            rows[row, lo:hi] = flat_loc[flat : flat + hi - lo]  # int64 -> int32, as torch's copy_ casts
         return
     seg, col = segment_coordinates(start_offset, end_offset)
     _require_slots(out_cache_loc, seg.numel(), op)
@@ -86,8 +93,9 @@ def assign_extend_cache_locs_cpu(
     few = small_segments(req_pool_indices, start_offset, end_offset)
     if few is not None:
         _require_slots(out_cache_loc, sum(hi - lo for _, lo, hi, _ in few), op)
+        rows, flat_loc = _host_views(table, out_cache_loc)
         for row, lo, hi, flat in few:
-            out_cache_loc[flat : flat + hi - lo] = table[row, lo:hi]
+            flat_loc[flat : flat + hi - lo] = rows[row, lo:hi]
         return
     seg, col = segment_coordinates(start_offset, end_offset)
     _require_slots(out_cache_loc, seg.numel(), op)

@@ -49,6 +49,23 @@ def test_one_token_per_layer_counts_its_k_experts():
     assert scope.counts() == ((K, K), 0)
 
 
+def test_layers_routed_alike_are_counted_and_listed_in_one_stack():
+    """Every layer routed once with the same shape (a decode or verify forward): counts and token_experts read all
+    layers from one stacked tensor; id -1 is no expert."""
+    scope = VerifyExperts()
+    expected, listed = [], []
+    for layer, seed in ((0, 11), (1, 12), (2, 13)):
+        logits, w, ids = routing(seed)
+        if layer == 1:
+            ids = ids.clone()
+            ids[3] = -1
+        route_in_verify(scope, layer, w, ids, logits, renormalize=True, plain_softmax=True)
+        expected.append(len({i for i in ids.flatten().tolist() if i >= 0}))
+        listed.append(ids.tolist())
+    assert scope.counts() == (tuple(expected), 0)
+    assert scope.token_experts() == listed
+
+
 def test_counts_when_layers_saw_different_token_counts():
     scope = VerifyExperts()
     logits, w, ids = routing(6)
@@ -139,7 +156,7 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
                 renormalize=False,
                 plain_softmax=True,
             )
-        return PlainDecode(roots, None, False)
+        return PlainDecode(roots, None, False, roots)
 
     monkeypatch.setattr(verify, "run_plain_decode", fake_decode)
     monkeypatch.setattr(verify, "last_tokens", lambda reqs, device: torch.zeros(len(reqs), dtype=torch.int64))
@@ -155,9 +172,10 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
     )
     monkeypatch.setattr(verify, "_stride", lambda w: 4)
 
-    def step(rids, moved=0):
+    def step(rids, moved=0, may_draft=True):
         shift["now"] += moved
-        s = SimpleNamespace(verify_s=0.0, plain=False, unique_experts=(), expert_reuse=())
+        views = ("a view",) if may_draft else ()  # step.open builds none where no request may draft
+        s = SimpleNamespace(verify_s=0.0, plain=False, unique_experts=(), expert_reuse=(), views=views)
         verify.plain_step(worker, SimpleNamespace(reqs=[SimpleNamespace(rid=r) for r in rids]), s)
         runtime.steps += 1  # the step is closed
         return s.unique_experts, s.expert_reuse
@@ -169,6 +187,9 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
     assert step(["a"]) == ((K, K), (None,))
     unique, reuse = step(["a"] + [f"b{i}" for i in range(5)])  # a batch is counted: the union of its experts
     assert unique == (E, E) and reuse == (1.0, None, None, None, None, None)
+    # nobody may draft: counted, no reuse measured (no draft will be priced by it), and none carried to the next
+    assert step(["a"], may_draft=False) == ((K, K), ())
+    assert step(["a"]) == ((K, K), (None,))
 
 
 def test_routing_computed_outside_the_hook_is_counted_as_the_hook_counts_it():
