@@ -32,28 +32,33 @@ def forward_lens(accept_lens: list[int], stride: int, layout: str) -> list[int]:
 @dataclass
 class StepOutput:
     result: object  # SGLang's GenerationBatchResult
+    plain_rows: int = 0  # a plain decode step's batch size (nothing accepted: no host copy needed to say so)
 
     def accepted(self) -> list[int]:
         """[bs] drafts each request accepted (the bonus token not counted)."""
+        if self.plain_rows:
+            return [0] * self.plain_rows
         return [int(a) - 1 for a in self.result.accept_lens.tolist()]
 
     @classmethod
     def plain(cls, batch, plain, stride: int, num_draft_tokens: int) -> StepOutput:
-        """A plain decode step (plain_decode.py) reported as a verify step that accepted no draft."""
+        """A plain decode step (plain_decode.py) reported as a verify step that accepted no draft: row i holds
+        request i's token first; the scheduler reads no further than accept_lens (1)."""
         bs = len(batch.reqs)
         accept_lens = torch.ones(bs, dtype=torch.int32, device=batch.device)
-        rows = torch.zeros(bs, stride, dtype=torch.int32, device=batch.device)
-        rows[:, 0] = plain.next_tokens
+        rows = torch.zeros(bs * stride, dtype=torch.int32, device=batch.device)
+        rows[::stride] = plain.next_tokens
         return cls(
             step_result(
                 plain.logits_output,
-                rows.reshape(-1),
+                rows,
                 accept_lens,
-                batch.seq_lens + 1,
+                plain.new_seq_lens,
                 plain.can_run_cuda_graph,
                 stride,
                 num_draft_tokens,
-            )
+            ),
+            plain_rows=bs,
         )
 
 

@@ -23,6 +23,7 @@ class PlainDecode:
     next_tokens: torch.Tensor  # [bs] sampled tokens
     logits_output: object  # SGLang's LogitsProcessorOutput (logprobs in the speculative [bs, 1] shape)
     can_run_cuda_graph: bool
+    new_seq_lens: torch.Tensor  # [bs] committed tokens after the step (the forward's seq_lens: nothing writes them)
 
 
 def last_tokens(reqs, device) -> torch.Tensor:
@@ -40,6 +41,7 @@ def run_plain_decode(target_worker, batch, roots: torch.Tensor) -> PlainDecode:
     loc = batch.req_to_token_pool.req_to_token[batch.req_pool_indices, batch.seq_lens].to(torch.int64)
     saved = _DecodeView.enter(batch, roots, loc)
     batch.forward_mode = ForwardMode.DECODE
+    new_seq_lens = batch.seq_lens
     try:
         result = target_worker.forward_batch_generation(batch)
     finally:
@@ -47,7 +49,7 @@ def run_plain_decode(target_worker, batch, roots: torch.Tensor) -> PlainDecode:
     logits = result.logits_output
     if batch.return_logprob and logits.next_token_logprobs is not None:
         logits.next_token_logprobs = logits.next_token_logprobs.reshape(bs, 1)  # spec result shape: [bs, accepted]
-    return PlainDecode(result.next_token_ids, logits, result.can_run_cuda_graph)
+    return PlainDecode(result.next_token_ids, logits, result.can_run_cuda_graph, new_seq_lens)
 
 
 @dataclass

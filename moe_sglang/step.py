@@ -32,7 +32,7 @@ RECENT_STEPS = 8  # verify steps of accept history shown to policies per request
 class StepInFlight:
     rids: tuple[str, ...]  # request ids in batch order
     hints: tuple[RequestHints, ...]  # per request
-    views: tuple[RequestView, ...]  # per request, as the policies see it
+    views: tuple[RequestView, ...]  # per request, as the policies see it; () where no request may draft (open)
     max_k: int  # drafts per request the drafter can produce this step
     context_tokens: int  # tokens in the batch's KV caches at step start
     started: float  # seconds, perf_counter at step start
@@ -86,10 +86,17 @@ class SpecRuntime:
     def __post_init__(self) -> None:
         self.policies = PolicySet(self.model_shape, self.settings.policy_params)
         self.metrics = SpecMetrics.if_enabled()
+        if self.metrics is not None:  # a response leaves after the metrics of its steps are written
+            self.request_stats.on_finish.append(self.metrics.flush)
 
     def open(self, reqs, max_k: int, backlogs: list[int] | None = None) -> StepInFlight:
-        """`backlogs[i]`: tokens the drafter must catch up on before drafting for request i (None: none)."""
+        """`backlogs[i]`: tokens the drafter must catch up on before drafting for request i (None: none).
+        A batch in which no request may draft (every hint caps K at 0, or the drafter has no depth) gets no views:
+        no policy is asked about it (plan), so none is built."""
         hints = tuple(self._hints(req) for req in reqs)
+        if max_k == 0 or all(h.max_k == 0 for h in hints):
+            context = sum(len(req.origin_input_ids) + len(req.output_ids) for req in reqs)
+            return StepInFlight(tuple(req.rid for req in reqs), hints, (), max_k, context, time.perf_counter())
         backlogs = backlogs or [0] * len(reqs)
         views = tuple(
             RequestView(
@@ -110,6 +117,11 @@ class SpecRuntime:
     def plan(self, step: StepInFlight, draft_depths: list[int] | None = None, judging: bool = False) -> StepPlan:
         """Ask the policies; with `draft_depths` each request's view says how deep its draft already is; `judging`:
         the worker can judge a request's drafter without a verify (BatchView.judging)."""
+        if not step.views:  # nobody may draft (open): K = 0 for all, a plain decode; nothing to ask a policy
+            step.plan = StepPlan(
+                tuple(self.policies.resolve(h.policy) for h in step.hints), (0,) * len(step.rids), None
+            )
+            return step.plan
         views = list(step.views)
         if draft_depths is not None:
             views = [replace(v, draft_depth=d) for v, d in zip(views, draft_depths, strict=True)]
@@ -171,7 +183,7 @@ class SpecRuntime:
     def count_draft(self) -> None:
         self.counts.draft_phases += 1
         if self.metrics is not None:
-            self.metrics.draft_phases.inc()
+            self.metrics.count_draft()
 
     def count_forward(self, kind: str, tokens: int) -> None:
         """A target forward of a decode step: "verify" or "decode" (plain), `tokens` = its input rows."""

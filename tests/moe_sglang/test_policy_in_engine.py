@@ -168,12 +168,18 @@ def test_unverified_drafts_are_judged_by_the_tokens_emitted(engine, reference):
 
 
 def test_plain_steps_measure_how_much_consecutive_tokens_reuse_their_experts(engine, reference):
-    """Every step of a K = 0 request alone is plain: from its second one on, each measures the share of its token's
-    experts the token before also routed to (what an accepted draft would reuse), summarised per request."""
-    out = hinted(engine, policy="static", max_k=0)
+    """A request alone whose policy keeps K = 0 (moe-serve on this prompt: test above) decodes plainly: from its
+    second plain step on, each measures the share of its token's experts the token before also routed to (what an
+    accepted draft would reuse), summarised per request. A request whose hint forbids drafts is not measured: no
+    draft of its will ever be priced by it."""
+    out = hinted(engine, policy="moe-serve")
     assert out["output_ids"] == reference
-    reuse = out["meta_info"][META_KEY][0]["expert_reuse"]
-    assert reuse is not None and 0.0 <= reuse <= 1.0, out["meta_info"][META_KEY]
+    stats = out["meta_info"][META_KEY][0]
+    assert stats["num_steps_k0"] >= 2, stats
+    assert stats["expert_reuse"] is not None and 0.0 <= stats["expert_reuse"] <= 1.0, stats
+    off = hinted(engine, policy="static", max_k=0)
+    assert off["output_ids"] == reference
+    assert off["meta_info"][META_KEY][0]["expert_reuse"] is None
 
 
 def test_step_metrics_exported(engine):
