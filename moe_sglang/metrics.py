@@ -85,7 +85,9 @@ class SpecMetrics:
     write to a shared file (~2 us each, ~15 a step at batch 1): once per step per series that is ~1.5 % of a
     2.5 ms batch-1 decode step of the bundled model, the overhead speculation must not add at K = 0. A histogram's
     observations are summed per bucket and written through prometheus_client's own bucket values (`_upper_bounds`,
-    `_buckets`, `_sum`, as its `Histogram.observe` writes them); a client without them gets `observe` per value."""
+    `_buckets`, `_sum`, as its `Histogram.observe` writes them; test_spec_metrics fails if a client drops them). Where
+    SGLang's Rust egress turns the per-request summaries off (stats_output.py), no finish flushes: the steps' values
+    are then written by the time rule alone, so the last second before the engine goes idle waits for its next step."""
 
     FLUSH_S = 1.0  # most seconds a recorded step waits for its write while steps run
 
@@ -161,12 +163,7 @@ class SpecMetrics:
     def _observe(self, child, value: float, times: int = 1) -> None:
         pending = self._hists.get(child)
         if pending is None:
-            bounds = getattr(child, "_upper_bounds", None)
-            if bounds is None or not hasattr(child, "_buckets") or not hasattr(child, "_sum"):
-                for _ in range(times):  # a prometheus_client without the bucket values: written at once
-                    child.observe(value)
-                return
-            pending = self._hists[child] = [0.0] + [0] * len(bounds)
+            pending = self._hists[child] = [0.0] + [0] * len(child._upper_bounds)
         pending[0] += value * times
         pending[1 + bisect_left(child._upper_bounds, value)] += times  # the first bucket with value <= its bound
 

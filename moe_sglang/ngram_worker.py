@@ -48,14 +48,6 @@ def worker_class():
             if not batch.forward_mode.is_decode() or not batch.reqs:
                 return super().forward_batch_generation(batch, on_publish, pp_proxy_tensors)
             step = self.spec_runtime.open(batch.reqs, max_k=self.draft_token_num - 1)
-            if not step.views:  # nobody may draft (their hints): a plain decode, nothing to look up or judge
-                self.spec_runtime.plan(step)
-                out = plain_step(self, batch, step)
-                if on_publish is not None:
-                    on_publish(out.result.new_seq_lens)
-                _update_corpus(self, batch, looked_up=False)
-                self.spec_runtime.close(step, list(step.plan.ks), out.accepted())
-                return out.result
             trees = _timed_lookup(self, batch, step)
             plan = self.spec_runtime.plan(step, trees.drafts)
             accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]
