@@ -235,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
         "attention": {name: s.cpu_attention for name, s in variants.items()},
         "cpu_gemm": {name: s.cpu_gemm for name, s in variants.items()},
         "target_forward": {name: s.target_forward for name, s in variants.items()},
-        "weight_pages": {name: s.weight_pages for name, s in variants.items()},
         "tokens": [n1, n2],
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,

@@ -75,7 +75,7 @@ from bench.policies import as_token_ids
 from bench.verify_cost import memory_bandwidth
 from moe_sglang.launch import EngineConfig, SpeculationConfig
 from moe_sglang.server import running_engine
-from moe_sglang.settings import CPU_ATTENTION, CPU_GEMM, DRAFT_FORWARD, TARGET_FORWARD, WEIGHT_PAGES, EngineSettings
+from moe_sglang.settings import CPU_ATTENTION, CPU_GEMM, DRAFT_FORWARD, TARGET_FORWARD, EngineSettings
 from service.models.inflate import factor_for_weight_share
 
 WEIGHT_SHARE_GOAL = 0.7
@@ -84,25 +84,21 @@ WEIGHT_SHARE_GOAL = 0.7
 def variant_settings(variant: str) -> EngineSettings:
     """A variant: an EngineSettings.cpu_attention value, with `+GEMM` for expert products other than the tuned ones
     (EngineSettings.cpu_gemm), `+DRAFT` for a draft forward other than the direct one (EngineSettings.draft_forward)
-    `+target-TARGET` for a target decode forward other than the direct one (EngineSettings.target_forward) and
-    `+pages-PAGES` for the target's weights on other pages (EngineSettings.weight_pages), e.g. `fused+torch`,
-    `batched+linear`, `fused+sglang`, `fused+target-sglang` or `fused+pages-default`."""
+    and `+target-TARGET` for a target decode forward other than the direct one (EngineSettings.target_forward), e.g.
+    `fused+torch`, `batched+linear`, `fused+sglang` or `fused+target-sglang`."""
     attention, *rest = variant.split("+")
     gemms = [x for x in rest if x in CPU_GEMM]
     drafts = [x for x in rest if x in DRAFT_FORWARD]
     targets = [x.removeprefix("target-") for x in rest if x.startswith("target-")]
     targets = [x for x in targets if x in TARGET_FORWARD]
-    pages = [x.removeprefix("pages-") for x in rest if x.startswith("pages-")]
-    pages = [x for x in pages if x in WEIGHT_PAGES]
     if (
         attention not in CPU_ATTENTION
-        or max(len(gemms), len(drafts), len(targets), len(pages)) > 1
-        or len(gemms) + len(drafts) + len(targets) + len(pages) != len(rest)
+        or max(len(gemms), len(drafts), len(targets)) > 1
+        or len(gemms) + len(drafts) + len(targets) != len(rest)
     ):
         raise SystemExit(
-            f"variant {variant!r}: ATTENTION[+GEMM][+DRAFT][+target-TARGET][+pages-PAGES], ATTENTION of "
-            f"{CPU_ATTENTION}, GEMM of {CPU_GEMM}, DRAFT of {DRAFT_FORWARD}, TARGET of {TARGET_FORWARD}, PAGES of "
-            f"{WEIGHT_PAGES}"
+            f"variant {variant!r}: ATTENTION[+GEMM][+DRAFT][+target-TARGET], ATTENTION of {CPU_ATTENTION}, GEMM of "
+            f"{CPU_GEMM}, DRAFT of {DRAFT_FORWARD}, TARGET of {TARGET_FORWARD}"
         )
     defaults = EngineSettings()
     return EngineSettings(
@@ -110,7 +106,6 @@ def variant_settings(variant: str) -> EngineSettings:
         cpu_gemm=gemms[0] if gemms else defaults.cpu_gemm,
         draft_forward=drafts[0] if drafts else defaults.draft_forward,
         target_forward=targets[0] if targets else defaults.target_forward,
-        weight_pages=pages[0] if pages else defaults.weight_pages,
     )
 
 

@@ -15,7 +15,6 @@ from moe_sglang.settings import (
     PROCESS_START,
     TARGET_FORWARD,
     VERIFY_LAYOUTS,
-    WEIGHT_PAGES,
     EngineSettings,
 )
 
@@ -100,13 +99,6 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPU engine's product forms: cached = timed by the first engine on this machine, kept in build/gemm-plans "
         "($MOE_SERVE_PLAN_DIR) and read by later ones; tune = timed at every start",
     )
-    parser.add_argument(
-        "--weight-pages",
-        default=EngineSettings().weight_pages,
-        choices=WEIGHT_PAGES,
-        help="CPU engine's target model weights: huge = on 2 MiB transparent huge pages once loaded (Linux, where the "
-        "kernel offers them; a memory-bound step streams them faster); default = the allocator's pages (comparisons)",
-    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -141,7 +133,6 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             target_forward=args.target_forward,
             process_start=args.process_start,
             gemm_plan=args.gemm_plan,
-            weight_pages=args.weight_pages,
         ),
         extra_args=extra,
     )

@@ -112,12 +112,7 @@ def _load_cpu() -> None:
         planned = settings.cpu_gemm in ("tuned", "unfused")
         dense = cpu_dense.product if planned else None
         kinds = None if settings.target_forward == "torch-ops" else cpu_dense.kinds if planned else _linear_kinds
-        target_forward.install(
-            dense,
-            inline_moe=settings.target_forward in ("direct", "torch-ops"),
-            kinds=kinds,
-            huge_pages=settings.weight_pages == "huge",
-        )
+        target_forward.install(dense, inline_moe=settings.target_forward in ("direct", "torch-ops"), kinds=kinds)
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()

@@ -64,12 +64,6 @@ PROCESS_START = ("fork", "spawn")
 # timed at every start.
 GEMM_PLAN = ("cached", "tune")
 
-# Which pages the CPU engine's target model weights sit in (service/kernels/hugepages.py): huge = 2 MiB transparent
-# huge pages asked for over them once they are loaded (Linux with THP offered; elsewhere, or where the kernel refuses,
-# the engine log says why and they stay where they are); default = the allocator's pages. The second is kept for
-# comparisons.
-WEIGHT_PAGES = ("huge", "default")
-
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
@@ -81,7 +75,6 @@ ENV = {
     "target_forward": "MOE_SERVE_TARGET_FORWARD",
     "process_start": "MOE_SERVE_PROCESS_START",
     "gemm_plan": "MOE_SERVE_GEMM_PLAN",
-    "weight_pages": "MOE_SERVE_WEIGHT_PAGES",
 }
 
 
@@ -97,7 +90,6 @@ class EngineSettings:
     target_forward: str = "direct"  # TARGET_FORWARD
     process_start: str = "fork"  # PROCESS_START
     gemm_plan: str = "cached"  # GEMM_PLAN
-    weight_pages: str = "huge"  # WEIGHT_PAGES
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -116,8 +108,6 @@ class EngineSettings:
             raise ValueError(f"process start {self.process_start!r}: expected one of {PROCESS_START}")
         if self.gemm_plan not in GEMM_PLAN:
             raise ValueError(f"GEMM plan {self.gemm_plan!r}: expected one of {GEMM_PLAN}")
-        if self.weight_pages not in WEIGHT_PAGES:
-            raise ValueError(f"weight pages {self.weight_pages!r}: expected one of {WEIGHT_PAGES}")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -143,7 +133,6 @@ class EngineSettings:
             ENV["target_forward"]: self.target_forward,
             ENV["process_start"]: self.process_start,
             ENV["gemm_plan"]: self.gemm_plan,
-            ENV["weight_pages"]: self.weight_pages,
         }
 
     @classmethod
@@ -161,5 +150,4 @@ class EngineSettings:
             target_forward=env.get(ENV["target_forward"]) or defaults.target_forward,
             process_start=env.get(ENV["process_start"]) or defaults.process_start,
             gemm_plan=env.get(ENV["gemm_plan"]) or defaults.gemm_plan,
-            weight_pages=env.get(ENV["weight_pages"]) or defaults.weight_pages,
         )

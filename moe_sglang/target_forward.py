@@ -44,7 +44,7 @@ from moe_sglang.cpu_moe import stream_kinds
 from moe_sglang.direct_layers import AttentionDims, RaggedBatch, qkv_rope, ragged_attention, rms_norm
 from moe_sglang.expert_budget import budgeted, record_routed
 from moe_sglang.inline_moe import InlineMoE, blocked
-from service.kernels import decode_attention, decode_moe, hugepages
+from service.kernels import decode_attention, decode_moe
 from service.kernels.attention_cpu import _gathered, _padded_slots
 from service.kernels.attention_fused import sdpa
 from service.kernels.rope import neox_tables
@@ -317,14 +317,10 @@ def _step_slots(
     return slots, valid[:, None, :]
 
 
-def model_class(
-    dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None, huge_pages: bool = False
-) -> type:
+def model_class(dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None) -> type:
     """SGLang's MixtralForCausalLM with decode and ragged verify forwards run by DirectTarget where it reproduces the
-    model (built at the first forward, when the weights are loaded and SGLang's post-load processing has run);
-    `dense` multiplies the dense products (default F.linear); `kinds`: decode attention by the C++ op, its products in
-    these forms (DirectTarget.of); `huge_pages`: the weights asked onto transparent huge pages at that first forward
-    (service/kernels/hugepages.py), whichever path the forwards take."""
+    model (built at the first such forward, when the weights are loaded); `dense` multiplies the dense products
+    (default F.linear); `kinds`: decode attention by the C++ op, its products in these forms (DirectTarget.of)."""
     from sglang.srt.layers.logits_processor import LogitsProcessor, LogitsProcessorOutput
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
     from sglang.srt.model_executor.forward_context import get_attn_backend
@@ -367,10 +363,6 @@ def model_class(
 
         def _direct(self) -> DirectTarget | None:
             if not hasattr(self, "_moe_serve_direct"):
-                if huge_pages:
-                    logger.info(
-                        "target model weights on huge pages: %s", hugepages.advise(self.parameters()).describe()
-                    )
                 direct, why = DirectTarget.of(self, dense, inline_moe, kinds)
                 self._moe_serve_direct = direct
                 if direct is None:
@@ -422,10 +414,8 @@ def _not_direct(forward_batch, backend, layout, capture_modes) -> str:
     return ""
 
 
-def install(
-    dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None, huge_pages: bool = False
-) -> None:
+def install(dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None) -> None:
     """Register the subclass for MixtralForCausalLM in SGLang's model registry (this process's model loads)."""
     from sglang.srt.models.registry import ModelRegistry
 
-    ModelRegistry.models[ARCHITECTURE] = model_class(dense, inline_moe, kinds, huge_pages)
+    ModelRegistry.models[ARCHITECTURE] = model_class(dense, inline_moe, kinds)
