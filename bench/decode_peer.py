@@ -124,7 +124,8 @@ def started(
             model_path=str(model), port=0, threads=threads, max_running_requests=16, max_total_tokens=8192,
             settings=settings,
         )  # fmt: skip
-        log = folder / f"engine-{model.name}-{settings.cpu_attention}-{settings.cpu_gemm}.log"
+        s = settings  # one log per engine: every setting a variant of this benchmark can change is in its name
+        log = folder / f"engine-{model.name}-{s.cpu_attention}-{s.cpu_gemm}-{s.target_forward}.log"
         ctx = running_engine(config, log_path=log)
     else:
         ctx = running_vllm(python, model, 0, read_checkpoint(model).context, folder / f"vllm-{model.name}.log", threads)
