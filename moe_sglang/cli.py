@@ -99,6 +99,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPU engine's product forms: cached = timed by the first engine on this machine, kept in build/gemm-plans "
         "($MOE_SERVE_PLAN_DIR) and read by later ones; tune = timed at every start",
     )
+    parser.add_argument(
+        "--arrival-gather-ms",
+        type=float,
+        default=EngineSettings().arrival_gather_ms,
+        help="requests arriving within this many ms of one that reached an idle engine are a burst; after a burst, an "
+        "idle engine waits (at most this long) for the next burst to be complete and prefills it together (0 = off: "
+        "SGLang prefills what has arrived when it looks)",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -133,6 +141,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             target_forward=args.target_forward,
             process_start=args.process_start,
             gemm_plan=args.gemm_plan,
+            arrival_gather_ms=args.arrival_gather_ms,
         ),
         extra_args=extra,
     )

@@ -10,6 +10,10 @@ scheduler process. It first checks every SGLang name moe-serve touches against t
    experts counted;
 3. carries each request's speculation summary (request_stats.py) into its response (stats_output.py).
 
+It also has an idle scheduler keep receiving while a burst of requests is still arriving, so that the burst is
+prefilled together instead of its first request alone (arrival_gather.py; setting `arrival_gather_ms=0` keeps SGLang's
+receiving).
+
 On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
 
 4. registers torch implementations of the `sgl_kernel::*_cpu` ops that SGLang's `intel_amx` attention backend and
@@ -65,6 +69,7 @@ class PluginState:
     sampled_verify: list[str] = field(default_factory=list)  # eagle_utils names given torch versions
     # per-request speculation counts of this process: fed by the speculative step, read by the output streamer
     request_stats: RequestStatsBook = field(default_factory=RequestStatsBook)
+    arrival_gather: object = None  # arrival_gather.Gatherer where installed (setting arrival_gather_ms > 0)
 
 
 STATE = PluginState()  # per process by nature: SGLang loads plugins once per process
@@ -75,7 +80,8 @@ def cpu_engine() -> bool:
 
 
 def load() -> None:
-    from moe_sglang import algorithm, expert_budget, stats_output
+    from moe_sglang import algorithm, arrival_gather, expert_budget, stats_output
+    from moe_sglang.settings import EngineSettings
     from moe_sglang.touchpoints import check_touchpoints, hook
 
     check_touchpoints()
@@ -83,6 +89,9 @@ def load() -> None:
     for target in expert_budget.TOPK_TARGETS:
         hook(target, expert_budget.topk_hook, "around")
     stats_output.install(STATE.request_stats)
+    gather_ms = EngineSettings.from_env().arrival_gather_ms
+    if gather_ms > 0:
+        STATE.arrival_gather = arrival_gather.install(gather_ms)
     if cpu_engine():
         _load_cpu()
     STATE.loaded = True

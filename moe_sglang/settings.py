@@ -64,6 +64,11 @@ PROCESS_START = ("fork", "spawn")
 # timed at every start.
 GEMM_PLAN = ("cached", "tune")
 
+# The window of moe_sglang/arrival_gather.py (milliseconds): requests arriving within it after one that reached an idle
+# engine count as one burst, and an idle engine whose last arrival was a burst waits at most this long for the next
+# burst to be complete; 0 = never wait, SGLang's own receiving (kept for comparisons).
+ARRIVAL_GATHER_MS = 100.0
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
@@ -75,6 +80,7 @@ ENV = {
     "target_forward": "MOE_SERVE_TARGET_FORWARD",
     "process_start": "MOE_SERVE_PROCESS_START",
     "gemm_plan": "MOE_SERVE_GEMM_PLAN",
+    "arrival_gather_ms": "MOE_SERVE_ARRIVAL_GATHER_MS",
 }
 
 
@@ -90,6 +96,7 @@ class EngineSettings:
     target_forward: str = "direct"  # TARGET_FORWARD
     process_start: str = "fork"  # PROCESS_START
     gemm_plan: str = "cached"  # GEMM_PLAN
+    arrival_gather_ms: float = ARRIVAL_GATHER_MS  # window of a burst of arrivals at an idle engine; 0 = off
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -108,6 +115,8 @@ class EngineSettings:
             raise ValueError(f"process start {self.process_start!r}: expected one of {PROCESS_START}")
         if self.gemm_plan not in GEMM_PLAN:
             raise ValueError(f"GEMM plan {self.gemm_plan!r}: expected one of {GEMM_PLAN}")
+        if not 0 <= self.arrival_gather_ms <= 1000:
+            raise ValueError(f"arrival gather {self.arrival_gather_ms!r} ms: expected 0 (off) to 1000")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -133,6 +142,7 @@ class EngineSettings:
             ENV["target_forward"]: self.target_forward,
             ENV["process_start"]: self.process_start,
             ENV["gemm_plan"]: self.gemm_plan,
+            ENV["arrival_gather_ms"]: repr(float(self.arrival_gather_ms)),
         }
 
     @classmethod
@@ -150,4 +160,5 @@ class EngineSettings:
             target_forward=env.get(ENV["target_forward"]) or defaults.target_forward,
             process_start=env.get(ENV["process_start"]) or defaults.process_start,
             gemm_plan=env.get(ENV["gemm_plan"]) or defaults.gemm_plan,
+            arrival_gather_ms=float(env.get(ENV["arrival_gather_ms"]) or defaults.arrival_gather_ms),
         )

@@ -498,6 +498,19 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint(f"{_AMX}.forward_metadata", "attribute", "(attn_logits, max_extend_len) of the forward"),
     # --- hooks: no mechanism exists for these
     Touchpoint(
+        "sglang.srt.managers.scheduler.Scheduler.ingest_requests",
+        "hook",
+        "an idle scheduler receives a burst's requests together (arrival_gather.py): no mechanism waits on arrivals "
+        "without the overlap scheduler (PrefillDelayer requires it)",
+        "(self, stop_at_pause=False)",
+    ),
+    Touchpoint("sglang.srt.managers.scheduler.Scheduler.waiting_queue", "attribute", "idle: nothing queued"),
+    Touchpoint("sglang.srt.managers.scheduler.Scheduler.running_batch", "attribute", "idle: nothing running"),
+    Touchpoint("sglang.srt.managers.scheduler.Scheduler.chunked_req", "attribute", "idle: no prefill in chunks"),
+    Touchpoint("sglang.srt.managers.scheduler.Scheduler.last_batch", "attribute", "idle: nothing just prefilled"),
+    Touchpoint("sglang.srt.managers.io_struct.TokenizedGenerateReqInput", "attribute", "a generation request"),
+    Touchpoint("sglang.srt.managers.io_struct.BatchTokenizedGenerateReqInput", "attribute", "a batch of them"),
+    Touchpoint(
         "sglang.srt.layers.moe.topk.TopK.forward_native",
         "hook",
         "expert budget + expert counting in verify: SGLang has no extension point between router and MoE kernel "

@@ -82,6 +82,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         target_forward="sglang",
         process_start="spawn",
         gemm_plan="tune",
+        arrival_gather_ms=0.0,
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -102,6 +103,8 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(target_forward="compiled"),
         dict(process_start="forkserver"),
         dict(gemm_plan="never"),
+        dict(arrival_gather_ms=-1.0),
+        dict(arrival_gather_ms=5000.0),
         dict(default_policy=" "),
     ],
 )

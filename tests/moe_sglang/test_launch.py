@@ -121,7 +121,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
     args = build_parser().parse_args(
         ["engine", "--default-policy", "cascade", "--verify-layout", "rectangular", "--budget-mode", "substitution"]
         + ["--cpu-attention", "loop", "--cpu-gemm", "linear", "--draft-forward", "sglang", "--target-forward", "sglang"]
-        + ["--process-start", "spawn", "--gemm-plan", "tune"]
+        + ["--process-start", "spawn", "--gemm-plan", "tune", "--arrival-gather-ms", "25"]
     )
     config = args._module.engine_config(args)
     assert config.settings == EngineSettings(
@@ -134,6 +134,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
         target_forward="sglang",
         process_start="spawn",
         gemm_plan="tune",
+        arrival_gather_ms=25.0,
     )
     env = server_env(config, base={})
     assert EngineSettings.from_env(env) == config.settings, "the scheduler process reads back what the CLI set"

@@ -1,0 +1,144 @@
+"""Requests that reach an idle engine as one burst are prefilled together: where the engine's recent arrivals came in
+bursts, an idle scheduler keeps receiving until as many requests as the last burst brought have arrived, or for at most
+the setting `arrival_gather_ms` (100 ms), before it plans the prefill.
+
+Why: a client that sends several requests at once (a batch of prompts, a gateway relaying a burst, every wave of the
+benchmarks) reaches SGLang's scheduler one request at a time (each passes the HTTP server and the tokenizer manager
+in turn; a burst of 8 from a thread pool spread over 20-80 ms here, the first gap the longest). An idle scheduler plans
+a prefill with whatever has arrived when it looks, so it prefills the first request alone and the rest of the burst
+one prefill later, while the first request, its first token already sent, waits for that second prefill before its
+next token. Seen in the engine log of every batch-8 wave of the deciding benchmark (moe-fine x48, 2026-11-29):
+`Prefill batch, #new-seq: 1` then `#new-seq: 7` ~1.5 s later, which a request's time per output token (TPOT, after its
+first token) carries: 1.5 s over 31 tokens is 48 ms per token for the first request, ~6 ms on the wave's mean, the
+distance between a synchronous engine's batch-8 TPOT and that of SGLang's overlap scheduler, which sends a first token
+only after the next batch has run (so that wait lands in its TTFT instead). Prefilled together, the burst's first
+request waits for the others' prefill before its first token instead of after it (its time to the last token does not
+grow), the others do not wait for its prefill, and the expert weights are read by one prefill instead of two.
+
+The rule learns from what arrives, so that a request arriving alone does not wait for company that never comes: each
+arrival at an idle engine opens an observation of the requests that follow it within the window (`arrival_gather_ms`);
+the next one closes it. Only when the last observation was a burst (more than one request) does an idle arrival wait,
+and then until the burst's size is reached or the window has passed (the spread of a burst varied from 20 to 80 ms
+between the benchmark's waves, so the last one's says little about the next). A lone request after a burst waits once,
+at most the window; after it, arrivals are lone again and nobody waits. A busy
+engine (requests running or queued) receives as before, once per scheduler iteration.
+
+Why a hook (touchpoints.py): SGLang's scheduler has no mechanism for waiting on arrivals on this path: its
+`PrefillDelayer` holds prefills back for data-parallel attention ranks and requires the overlap scheduler, which
+moe-serve's speculative engines do not run (algorithm.py). `Scheduler.ingest_requests` is the one place its loops
+receive input ("the one place a new per-iteration input source belongs", its docstring), so an around hook receives
+again there while the burst is still arriving.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+TARGET = "sglang.srt.managers.scheduler.Scheduler.ingest_requests"
+POLL_S = 0.0005  # between two receives while a burst is arriving
+GATHERED = "arrival gather: prefilling a burst together"  # the engine log's line, once
+
+
+@dataclass
+class Burst:
+    """What followed one arrival at an idle engine within the window: requests in all, seconds to the last."""
+
+    start: float
+    requests: int
+    spread: float = 0.0
+    followed: bool = False  # the scheduler has received once since (after the first request's prefill)
+
+
+class Gatherer:
+    """The around hook of `Scheduler.ingest_requests` (see the module docstring)."""
+
+    def __init__(self, window_ms: float, clock=time.perf_counter, sleep=time.sleep) -> None:
+        if window_ms <= 0:
+            raise ValueError(f"arrival gather window must be > 0 ms, got {window_ms}")
+        self.window_s = window_ms / 1000
+        self.clock, self.sleep = clock, sleep
+        self.open: Burst | None = None  # the observation the last idle arrival opened
+        self.last: Burst | None = None  # the one before, closed
+        self.gathered = 0  # idle arrivals that waited and prefilled more than one request (log, tests)
+
+    def __call__(self, original, scheduler, *args, **kwargs):
+        idle = _idle(scheduler)
+        received = original(scheduler, *args, **kwargs)
+        arrived = _generations(received)
+        if not idle:
+            self._follow(arrived)
+            return received
+        if not arrived:
+            return received
+        now = self.clock()
+        self.last = self.open if self.open is not None else self.last
+        self.open = burst = Burst(now, arrived)
+        if self.last is None or self.last.requests <= 1 or arrived >= self.last.requests:
+            return received
+        received = list(received)
+        while burst.requests < self.last.requests and self.clock() - burst.start < self.window_s:
+            self.sleep(POLL_S)
+            more = original(scheduler, *args, **kwargs)
+            if n := _generations(more):
+                burst.requests += n
+                burst.spread = self.clock() - burst.start
+            received.extend(more)
+        if burst.requests > 1:
+            self.gathered += 1
+            if self.gathered == 1:
+                logger.info(
+                    "%s (%d requests in %.1f ms; moe_sglang/arrival_gather.py)", GATHERED, burst.requests,
+                    burst.spread * 1e3,
+                )  # fmt: skip
+        return received
+
+    def _follow(self, arrived: int) -> None:
+        """A receive at a busy engine: requests that arrived during the open burst's first prefill (received at the
+        first receive after it, whenever they came: the scheduler only sees them then) or within the window belong
+        to the burst; its spread is then known only as at most the window."""
+        burst = self.open
+        if burst is None:
+            return
+        now = self.clock()
+        if arrived and (not burst.followed or now - burst.start <= self.window_s):
+            burst.requests += arrived
+            burst.spread = min(self.window_s, now - burst.start)
+        burst.followed = True
+
+
+def _idle(scheduler) -> bool:
+    """Nothing running, queued, just prefilled or half-prefilled: the next prefill is planned from what arrives now.
+    (A request prefilled in the last iteration is in neither the queue nor the running batch until the next batch is
+    planned: the last batch holds it.)"""
+    return (
+        scheduler.last_batch is None
+        and not scheduler.waiting_queue
+        and scheduler.running_batch.is_empty()
+        and scheduler.chunked_req is None
+        and not getattr(scheduler, "_deferred_input_requests", None)
+    )
+
+
+def _generations(received) -> int:
+    """How many generation requests `received` holds (a batch of them counts each)."""
+    from sglang.srt.managers.io_struct import BatchTokenizedGenerateReqInput, TokenizedGenerateReqInput
+
+    count = 0
+    for item in received or ():
+        if isinstance(item, TokenizedGenerateReqInput):
+            count += 1
+        elif isinstance(item, BatchTokenizedGenerateReqInput):
+            count += len(item)
+    return count
+
+
+def install(window_ms: float) -> Gatherer:
+    from moe_sglang.touchpoints import hook
+
+    gatherer = Gatherer(window_ms)
+    hook(TARGET, gatherer, "around")
+    return gatherer

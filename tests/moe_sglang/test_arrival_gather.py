@@ -1,0 +1,160 @@
+"""The idle scheduler's burst gathering (moe_sglang/arrival_gather.py), driven with a fake scheduler, clock and
+arrival schedule: a burst after a burst is received whole before its prefill; lone requests never wait; a busy engine
+receives once per iteration."""
+
+from __future__ import annotations
+
+import pytest
+from sglang.srt.managers.io_struct import BatchTokenizedGenerateReqInput, TokenizedGenerateReqInput
+
+from moe_sglang.arrival_gather import POLL_S, Gatherer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+class Batch:
+    def __init__(self, n: int = 0) -> None:
+        self.n = n
+
+    def is_empty(self) -> bool:
+        return self.n == 0
+
+
+class Scheduler:
+    """What `_idle` reads, and an inbox of (arrival time, request) that `ingest` empties up to the clock's time."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.inbox: list[tuple[float, object]] = []
+        self.waiting_queue: list = []
+        self.running_batch = Batch()
+        self.chunked_req = None
+        self.last_batch = None
+        self._deferred_input_requests: list = []
+        self.receives = 0
+
+    def ingest(self) -> list:
+        self.receives += 1
+        due = [r for t, r in self.inbox if t <= self.clock.t]
+        self.inbox = [(t, r) for t, r in self.inbox if t > self.clock.t]
+        self.waiting_queue.extend(r for r in due if not isinstance(r, str))
+        return due
+
+    def prefill(self, duration: float) -> int:
+        """One iteration as SGLang's: the last batch's requests join the running batch; then a prefill of the queue
+        (its requests in the last batch, not yet running, as in SGLang until the next batch is planned), else a
+        decode step of the running batch, else nothing."""
+        if self.last_batch is not None and self.last_batch is not self.running_batch:
+            self.running_batch = Batch(self.running_batch.n + self.last_batch.n)
+        n, self.waiting_queue = len(self.waiting_queue), []
+        self.last_batch = Batch(n) if n else (None if self.running_batch.is_empty() else self.running_batch)
+        self.clock.t += duration if n else POLL_S
+        return n
+
+    def finish(self) -> None:
+        self.last_batch, self.running_batch = None, Batch()
+
+
+def request() -> TokenizedGenerateReqInput:
+    return TokenizedGenerateReqInput(
+        input_text="", input_ids=[1, 2], input_embeds=None, mm_inputs=None, token_type_ids=None, sampling_params=None,
+        return_logprob=False, logprob_start_len=-1, top_logprobs_num=0, token_ids_logprob=None, stream=True,
+    )  # fmt: skip
+
+
+def send(scheduler: Scheduler, at: float, offsets: list[float]) -> None:
+    scheduler.inbox += [(at + o, request()) for o in offsets]
+
+
+def ingest(gatherer: Gatherer, scheduler: Scheduler) -> list:
+    return gatherer(lambda s: s.ingest(), scheduler)
+
+
+def wave(
+    gatherer: Gatherer, scheduler: Scheduler, at: float, offsets: list[float], prefill_s: float = 0.2
+) -> list[int]:
+    """A burst arriving at an idle engine from `at`: the sizes of the prefills until every request is prefilled."""
+    scheduler.clock.t = at
+    send(scheduler, at, offsets)
+    sizes = []
+    while scheduler.inbox or scheduler.waiting_queue:
+        ingest(gatherer, scheduler)
+        if n := scheduler.prefill(prefill_s):
+            sizes.append(n)
+    scheduler.finish()
+    ingest(gatherer, scheduler)  # the engine idles again
+    return sizes
+
+
+def test_a_burst_after_a_burst_is_prefilled_whole():
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(100.0, clock=clock, sleep=clock.sleep)
+    burst = [0.0, 0.061, 0.071, 0.075, 0.076, 0.077, 0.079, 0.080]  # seen: the first gap the longest
+    # the first burst is split (nothing learnt yet): its first request alone, the rest one prefill later
+    assert wave(gatherer, scheduler, 1.0, burst) == [1, 7]
+    assert gatherer.open.requests == 8  # the seven received after the first prefill count as the burst's
+    # the next bursts are received whole, the wait ending when the eighth request is in (not at the window)
+    start = 5.0
+    assert wave(gatherer, scheduler, start, burst) == [8]
+    assert scheduler.last_batch is None and gatherer.gathered == 1
+    assert wave(gatherer, scheduler, 9.0, [0.0, 0.02, 0.03, 0.035, 0.05, 0.09, 0.091, 0.092]) == [8]
+
+
+def test_waiting_ends_at_the_window_and_lone_requests_then_never_wait():
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(100.0, clock=clock, sleep=clock.sleep)
+    wave(gatherer, scheduler, 1.0, [0.0] * 4)
+    assert gatherer.open.requests == 4
+    # a lone request after a burst waits for the window, once
+    receives = scheduler.receives
+    clock.t = 5.0
+    send(scheduler, 5.0, [0.0])
+    ingest(gatherer, scheduler)
+    assert clock.t == pytest.approx(5.1, abs=2 * POLL_S) and scheduler.receives - receives > 100
+    scheduler.prefill(0.2)
+    scheduler.finish()
+    # the next lone request: the last arrival was lone, so nobody waits
+    clock.t = 9.0
+    send(scheduler, 9.0, [0.0])
+    receives = scheduler.receives
+    assert len(ingest(gatherer, scheduler)) == 1
+    assert clock.t == 9.0 and scheduler.receives - receives == 1
+
+
+def test_a_busy_engine_receives_once_and_other_inputs_do_not_open_bursts():
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(100.0, clock=clock, sleep=clock.sleep)
+    wave(gatherer, scheduler, 1.0, [0.0, 0.0, 0.01])
+    scheduler.running_batch = Batch(3)  # requests decoding
+    send(scheduler, clock.t, [0.0])
+    receives = scheduler.receives
+    assert len(ingest(gatherer, scheduler)) == 1 and scheduler.receives - receives == 1
+    scheduler.finish()
+    scheduler.waiting_queue.clear()
+    # a control request (flush_cache, abort, ...) at an idle engine neither waits nor closes the burst
+    scheduler.inbox.append((clock.t, "flush"))
+    before = gatherer.open
+    assert ingest(gatherer, scheduler) == ["flush"] and gatherer.open is before
+
+
+def test_a_batch_request_counts_each_of_its_requests():
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(100.0, clock=clock, sleep=clock.sleep)
+    batch = BatchTokenizedGenerateReqInput(batch=[request(), request(), request()])
+    scheduler.inbox.append((0.0, batch))
+    ingest(gatherer, scheduler)
+    assert gatherer.open.requests == 3
+
+
+def test_the_window_must_be_positive():
+    with pytest.raises(ValueError, match="window"):
+        Gatherer(0.0)
