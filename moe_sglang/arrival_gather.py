@@ -119,7 +119,7 @@ def _idle(scheduler) -> bool:
         and not scheduler.waiting_queue
         and scheduler.running_batch.is_empty()
         and scheduler.chunked_req is None
-        and not getattr(scheduler, "_deferred_input_requests", None)
+        and not scheduler._deferred_input_requests
     )
 
 

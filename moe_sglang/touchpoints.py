@@ -508,6 +508,10 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint("sglang.srt.managers.scheduler.Scheduler.running_batch", "attribute", "idle: nothing running"),
     Touchpoint("sglang.srt.managers.scheduler.Scheduler.chunked_req", "attribute", "idle: no prefill in chunks"),
     Touchpoint("sglang.srt.managers.scheduler.Scheduler.last_batch", "attribute", "idle: nothing just prefilled"),
+    Touchpoint(
+        "sglang.srt.managers.scheduler.Scheduler._deferred_input_requests", "attribute", "idle: no input held back"
+    ),
+    Touchpoint("sglang.srt.managers.schedule_batch.ScheduleBatch.is_empty", "call", "idle: nothing running", "(self)"),
     Touchpoint("sglang.srt.managers.io_struct.TokenizedGenerateReqInput", "attribute", "a generation request"),
     Touchpoint("sglang.srt.managers.io_struct.BatchTokenizedGenerateReqInput", "attribute", "a batch of them"),
     Touchpoint(
