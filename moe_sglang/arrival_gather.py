@@ -7,7 +7,7 @@ benchmarks) reaches SGLang's scheduler one request at a time (each passes the HT
 in turn; a burst of 8 from a thread pool spread over 20-80 ms here, the first gap the longest). An idle scheduler plans
 a prefill with whatever has arrived when it looks, so it prefills the first request alone and the rest of the burst
 one prefill later, while the first request, its first token already sent, waits for that second prefill before its
-next token. Seen in the engine log of every batch-8 wave of the deciding benchmark (moe-fine x48, 2026-11-29):
+next token. Seen in the engine logs of the deciding benchmark's batch-8 waves without this (moe-fine x48, 2026-11-29):
 `Prefill batch, #new-seq: 1` then `#new-seq: 7` ~1.5 s later, which a request's time per output token (TPOT, after its
 first token) carries: 1.5 s over 31 tokens is 48 ms per token for the first request, ~6 ms on the wave's mean, the
 distance between a synchronous engine's batch-8 TPOT and that of SGLang's overlap scheduler, which sends a first token
@@ -32,6 +32,7 @@ again there while the burst is still arriving.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -45,11 +46,10 @@ GATHERED = "arrival gather: prefilling a burst together"  # the engine log's lin
 
 @dataclass
 class Burst:
-    """What followed one arrival at an idle engine within the window: requests in all, seconds to the last."""
+    """What followed one arrival at an idle engine within the window: requests in all."""
 
     start: float
     requests: int
-    spread: float = 0.0
     followed: bool = False  # the scheduler has received once since (after the first request's prefill)
 
 
@@ -83,30 +83,26 @@ class Gatherer:
         while burst.requests < self.last.requests and self.clock() - burst.start < self.window_s:
             self.sleep(POLL_S)
             more = original(scheduler, *args, **kwargs)
-            if n := _generations(more):
-                burst.requests += n
-                burst.spread = self.clock() - burst.start
+            burst.requests += _generations(more)
             received.extend(more)
         if burst.requests > 1:
             self.gathered += 1
             if self.gathered == 1:
                 logger.info(
-                    "%s (%d requests in %.1f ms; moe_sglang/arrival_gather.py)", GATHERED, burst.requests,
-                    burst.spread * 1e3,
+                    "%s (%d requests, received over %.1f ms; moe_sglang/arrival_gather.py)", GATHERED, burst.requests,
+                    (self.clock() - burst.start) * 1e3,
                 )  # fmt: skip
         return received
 
     def _follow(self, arrived: int) -> None:
-        """A receive at a busy engine: requests that arrived during the open burst's first prefill (received at the
-        first receive after it, whenever they came: the scheduler only sees them then) or within the window belong
-        to the burst; its spread is then known only as at most the window."""
+        """A receive at a busy engine (every scheduler iteration while requests run: kept to a few attribute reads):
+        requests that arrived during the open burst's first prefill (received at the first receive after it, whenever
+        they came: the scheduler only sees them then) or within the window belong to the burst."""
         burst = self.open
-        if burst is None:
+        if burst is None or (burst.followed and not arrived):
             return
-        now = self.clock()
-        if arrived and (not burst.followed or now - burst.start <= self.window_s):
+        if arrived and (not burst.followed or self.clock() - burst.start <= self.window_s):
             burst.requests += arrived
-            burst.spread = min(self.window_s, now - burst.start)
         burst.followed = True
 
 
@@ -125,15 +121,18 @@ def _idle(scheduler) -> bool:
 
 def _generations(received) -> int:
     """How many generation requests `received` holds (a batch of them counts each)."""
+    if not received:
+        return 0
+    single, batch = _request_types()
+    return sum(1 if isinstance(item, single) else len(item) if isinstance(item, batch) else 0 for item in received)
+
+
+@functools.cache
+def _request_types() -> tuple[type, type]:
+    """SGLang's generation request types, imported once (`_generations` runs at every scheduler iteration)."""
     from sglang.srt.managers.io_struct import BatchTokenizedGenerateReqInput, TokenizedGenerateReqInput
 
-    count = 0
-    for item in received or ():
-        if isinstance(item, TokenizedGenerateReqInput):
-            count += 1
-        elif isinstance(item, BatchTokenizedGenerateReqInput):
-            count += len(item)
-    return count
+    return TokenizedGenerateReqInput, BatchTokenizedGenerateReqInput
 
 
 def install(window_ms: float) -> Gatherer:

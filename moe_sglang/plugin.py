@@ -69,7 +69,6 @@ class PluginState:
     sampled_verify: list[str] = field(default_factory=list)  # eagle_utils names given torch versions
     # per-request speculation counts of this process: fed by the speculative step, read by the output streamer
     request_stats: RequestStatsBook = field(default_factory=RequestStatsBook)
-    arrival_gather: object = None  # arrival_gather.Gatherer where installed (setting arrival_gather_ms > 0)
 
 
 STATE = PluginState()  # per process by nature: SGLang loads plugins once per process
@@ -91,7 +90,7 @@ def load() -> None:
     stats_output.install(STATE.request_stats)
     gather_ms = EngineSettings.from_env().arrival_gather_ms
     if gather_ms > 0:
-        STATE.arrival_gather = arrival_gather.install(gather_ms)
+        arrival_gather.install(gather_ms)
     if cpu_engine():
         _load_cpu()
     STATE.loaded = True
