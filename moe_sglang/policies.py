@@ -29,6 +29,9 @@ class StepPlan:
     expert_budget: tuple[int, ...] | None  # [num_layers] experts per MoE layer in verify; None = no budget
     # per request: judge its drafter without a verify this step (Decision.judge); () = nobody
     judge: tuple[bool, ...] = ()
+    # per request: K = 0 with nothing drafted, judged or asked until it has emitted this many tokens (0: not resting;
+    # Decision.rest_until); () = nobody
+    rest_until: tuple[int, ...] = ()
 
 
 class PolicySet:
@@ -72,20 +75,28 @@ class PolicySet:
         names = [self.resolve(h.policy) for h in hints]
         ks = [max_k] * len(views)
         judge = [False] * len(views)
+        rest = [0] * len(views)
         budgets: list[tuple[int, ...] | None] = []
         for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
             view = BatchView(now, tuple(views[i] for i in rows), max_k, verify_layout=layout, judging=judging)
             decision: Decision = self.get(name).decide(view)
-            for i, d in zip(rows, decision.requests, strict=True):
+            for j, (i, d) in enumerate(zip(rows, decision.requests, strict=True)):
                 ks[i] = min(d.verify_len, max_k)
                 judge[i] = judging and d.request_id in decision.judge
+                rest[i] = decision.rest_until[j] if decision.rest_until else 0
             budgets.append(decision.expert_budget)
         for i, h in enumerate(hints):
             if h.max_k is not None:
                 ks[i] = min(ks[i], h.max_k)
             judge[i] = judge[i] and ks[i] == 0 and h.max_k != 0  # a hint that forbids drafting forbids judging
-        return StepPlan(tuple(names), tuple(ks), self._step_budget(budgets, hints), tuple(judge) if any(judge) else ())
+        return StepPlan(
+            tuple(names),
+            tuple(ks),
+            self._step_budget(budgets, hints),
+            tuple(judge) if any(judge) else (),
+            tuple(rest) if any(rest) else (),
+        )
 
     def _step_budget(self, budgets: list[tuple[int, ...] | None], hints: list[RequestHints]) -> tuple[int, ...] | None:
         """One verify forward serves the whole batch, so a lossy budget needs every request's permission; the

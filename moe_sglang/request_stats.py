@@ -23,6 +23,8 @@ read vLLM's (`--per-request-spec-decode-metrics summary`) read ours, plus moe-se
     num_shadow_drafts          draft positions judged without a verify (NGRAM drafts of K = 0 steps, shadow.py;
                                STANDALONE judgements, draft_model.py)
     num_shadow_accepted_drafts those the emitted tokens matched
+    num_steps_resting          K = 0 steps in which its policy had let it rest: nothing drafted, judged or asked for
+                               it (moe-serve's resting, Decision.rest_until)
     expert_reuse               mean share of a plain-decoded token's experts (over MoE layers) that the token before
                                it also routed to (None: no such pair), what an accepted draft would reuse; measured
                                in batches where some request may draft (a hint of max_k 0 for all: not measured)
@@ -52,6 +54,7 @@ class RequestSpecStats:
     shadow_accepted: int = 0  # of them, matched
     reuse_sum: float = 0.0  # expert reuse summed over the plain steps that measured it
     reuse_steps: int = 0  # those steps
+    resting: int = 0  # steps at rest (StepPlan.rest_until)
 
     def add(self, policy: str, k: int, verified: int, accepted: int) -> None:
         self.policy = policy
@@ -82,6 +85,7 @@ class RequestSpecStats:
             "num_steps_k0": k_hist[0],
             "num_shadow_drafts": self.shadow_judged,
             "num_shadow_accepted_drafts": self.shadow_accepted,
+            "num_steps_resting": self.resting,
             "expert_reuse": self.reuse_sum / self.reuse_steps if self.reuse_steps else None,
         }
 
@@ -102,12 +106,16 @@ class RequestStatsBook:
         verified: Sequence[int],
         accepted: Sequence[int],
         reuse: Sequence[float | None] | None = None,
+        resting: Sequence[bool] = (),
     ) -> None:
         """One decode step of the batch, in batch order: request rids[i] ran under policies[i], which chose
         K = ks_chosen[i]; the target verified verified[i] = min(K, draft depth) of its drafts and accepted
-        accepted[i] <= verified[i] of them; reuse[i]: its token's expert reuse (RequestStepStats.expert_reuse)."""
+        accepted[i] <= verified[i] of them; reuse[i]: its token's expert reuse (RequestStepStats.expert_reuse); resting[i]:
+        it rested this step (() = nobody did)."""
         reuse = reuse or [None] * len(rids)
-        for rid, policy, k, v, a, r in zip(rids, policies, ks_chosen, verified, accepted, reuse, strict=True):
+        resting = resting or [False] * len(rids)
+        rows = zip(rids, policies, ks_chosen, verified, accepted, reuse, resting, strict=True)
+        for rid, policy, k, v, a, r, rests in rows:
             stats = self._live.get(rid)
             if stats is None:
                 stats = self._live[rid] = RequestSpecStats()
@@ -117,6 +125,7 @@ class RequestStatsBook:
             if r is not None:
                 stats.reuse_sum += r
                 stats.reuse_steps += 1
+            stats.resting += rests
 
     def record_shadow(self, outcomes) -> None:
         """Unverified drafts judged this step (service.policy.ShadowOutcome), of requests already recorded."""
@@ -152,6 +161,7 @@ def merge_summaries(summaries: Sequence[dict]) -> dict:
         total.drafts_accepted += s["num_accepted_draft_tokens"]
         total.shadow_judged += s.get("num_shadow_drafts", 0)
         total.shadow_accepted += s.get("num_shadow_accepted_drafts", 0)
+        total.resting += s.get("num_steps_resting", 0)
     reused = [s["expert_reuse"] for s in summaries if s.get("expert_reuse") is not None]
     out = total.summary()
     out["expert_reuse"] = sum(reused) / len(reused) if reused else None

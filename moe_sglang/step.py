@@ -46,6 +46,7 @@ class StepInFlight:
     unique_experts: tuple[int, ...] = ()  # [num_layers] experts the target forward computed
     dropped_experts: int = 0  # experts the budget kept out, over all layers
     expert_reuse: tuple[float | None, ...] = ()  # per request, RequestStepStats.expert_reuse; () = none measured
+    resting: tuple[bool, ...] = ()  # per request: it rests this step (SpecRuntime.resting); () = nobody
 
     def ceilings(self) -> list[int]:
         """The most drafts each request may get before any policy is asked (its hint's max_k, the drafter's depth)."""
@@ -82,6 +83,9 @@ class SpecRuntime:
     # and the step count that step closed at (verify.plain_step)
     last_routing: dict = field(default_factory=dict)
     last_routing_step: int = -1
+    # rid -> the output length at which its rest ends (StepPlan.rest_until): until then it steps as if its hints
+    # capped K at 0, so it is not drafted for, judged or shown to a policy as a request that may draft
+    resting: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.policies = PolicySet(self.model_shape, self.settings.policy_params)
@@ -94,9 +98,13 @@ class SpecRuntime:
         A batch in which no request may draft (every hint caps K at 0, or the drafter has no depth) gets no views:
         no policy is asked about it (plan), so none is built."""
         hints = tuple(self._hints(req) for req in reqs)
+        resting = self._rested(reqs) if self.resting else ()
+        if resting:
+            hints = tuple(replace(h, max_k=0) if rests else h for h, rests in zip(hints, resting, strict=True))
         if max_k == 0 or all(h.max_k == 0 for h in hints):
             context = sum(len(req.origin_input_ids) + len(req.output_ids) for req in reqs)
-            return StepInFlight(tuple(req.rid for req in reqs), hints, (), max_k, context, time.perf_counter())
+            rids = tuple(req.rid for req in reqs)
+            return StepInFlight(rids, hints, (), max_k, context, time.perf_counter(), resting=resting)
         backlogs = backlogs or [0] * len(reqs)
         views = tuple(
             RequestView(
@@ -112,7 +120,8 @@ class SpecRuntime:
             for req, h, backlog in zip(reqs, hints, backlogs, strict=True)
         )
         context = sum(v.context_len for v in views)
-        return StepInFlight(tuple(v.request_id for v in views), hints, views, max_k, context, time.perf_counter())
+        rids = tuple(v.request_id for v in views)
+        return StepInFlight(rids, hints, views, max_k, context, time.perf_counter(), resting=resting)
 
     def plan(self, step: StepInFlight, draft_depths: list[int] | None = None, judging: bool = False) -> StepPlan:
         """Ask the policies; with `draft_depths` each request's view says how deep its draft already is; `judging`:
@@ -130,6 +139,9 @@ class SpecRuntime:
         except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
             logger.exception("speculation policies failed; verifying the full draft for this step")
             step.plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(step.ceilings()), None)
+        for rid, until in zip(step.rids, step.plan.rest_until, strict=False):
+            if until:
+                self.resting[rid] = until
         return step.plan
 
     def close(
@@ -170,6 +182,7 @@ class SpecRuntime:
             verified,
             [r.accepted for r in requests],
             [r.expert_reuse for r in requests],
+            step.resting,
         )
         if shadow:
             self.request_stats.record_shadow(shadow)
@@ -210,6 +223,23 @@ class SpecRuntime:
                 hints = parse_hints(None, self.settings.default_policy)
             self.hints[key] = hints
         return hints
+
+    def _rested(self, reqs) -> tuple[bool, ...]:
+        """Which requests rest this step (their hints are capped at K = 0 for it); a rest that has ended is
+        forgotten. () where none rests."""
+        out = [False] * len(reqs)
+        for i, req in enumerate(reqs):
+            until = self.resting.get(req.rid)
+            if until is None:
+                continue
+            if len(req.output_ids) < until:
+                out[i] = True
+            else:
+                del self.resting[req.rid]
+        if len(self.resting) > 2 * len(reqs) + 64:  # requests that left while resting
+            live = {req.rid for req in reqs}
+            self.resting = {rid: until for rid, until in self.resting.items() if rid in live}
+        return tuple(out) if any(out) else ()
 
     def _remember(self, requests: tuple[RequestStepStats, ...]) -> None:
         for r in requests:

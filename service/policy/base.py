@@ -53,10 +53,14 @@ def make_policy(name: str, **params: object) -> SpeculationPolicy:
 
 
 def plan(
-    batch: BatchView, ks: list[int], expert_budget: tuple[int, ...] | None = None, judge: frozenset[str] = frozenset()
+    batch: BatchView,
+    ks: list[int],
+    expert_budget: tuple[int, ...] | None = None,
+    judge: frozenset[str] = frozenset(),
+    rest_until: tuple[int, ...] = (),
 ) -> Decision:
-    """A decision that verifies every drafted token: verify_len = K, each K clamped to [0, batch.max_k]; `judge`:
-    Decision.judge."""
+    """A decision that verifies every drafted token: verify_len = K, each K clamped to [0, batch.max_k]; `judge`,
+    `rest_until`: Decision's."""
     return Decision(
         requests=tuple(
             RequestDecision(r.request_id, k, k)
@@ -64,4 +68,5 @@ def plan(
         ),
         expert_budget=expert_budget,
         judge=judge,
+        rest_until=rest_until,
     )

@@ -93,6 +93,17 @@
            others are weighed again the next step, at the hoped-for rate raised to what any request of the batch
            measured (`batch_hope`, an optimistic bound as for rejudging; only raised, since requests decoding
            together need not be alike).
+  resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
+           engine keeps it at K = 0 without drafting for it, judging it or showing it to a policy as a request that
+           may draft, and a batch of resting requests takes the plain step that asks no policy at all. A judged
+           request (STANDALONE) rests until its next judgement is due, before its first one (judged_first) or where
+           its drafts could not pay at the rejudging bound; one whose draft is in hand (NGRAM) rests where its latest
+           judged or verified draft was rejected and a full-depth draft could not pay at that bound, 1, 2, 4 ...
+           `max_rest` steps, the back-off reset by an accepted draft. Without it such a request paid its lookup,
+           judgement and the policy every step: in the CPU engine (NGRAM, moe-fine x48, math at batch 1) 0.2-0.26 ms
+           of lookups and 0.6-0.9 ms of step work against 0.26 ms at a K = 0 hint, per ~16 ms step, 1.04-1.06x the
+           hint's TPOT (thirty-third session). A text that turns predictable starts speculating up to `max_rest`
+           steps later than it would when judged every step.
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
@@ -129,6 +140,7 @@ from service.policy.moe_serve_probe import (
     probe_breaks_slo,
     probes_pay,
     rejudging_could_pay,
+    rests,
     scout,
 )
 from service.policy.moe_serve_terms import life_cap
@@ -170,6 +182,7 @@ class MoeServePolicy:
         probe_hope: float = 0.8,
         judge_after: int = 4,
         judge_gate: bool = True,
+        max_rest: int = 4,
     ) -> None:
         if (
             k_max < 0
@@ -179,10 +192,11 @@ class MoeServePolicy:
             or min(probe_steps, probe_k) < 1
             or not 0.0 < probe_hope <= 1.0
             or judge_after < 1
+            or max_rest < 0
         ):
             raise ValueError(
                 "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, "
-                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1, judge_after >= 1"
+                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1, judge_after >= 1, max_rest >= 0"
             )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
@@ -216,6 +230,10 @@ class MoeServePolicy:
         # first judgements only where they could pay (judgements_pay); off: every request is judged once due, its
         # acceptance measured whatever that costs (acceptance statistics on an engine where speculation cannot pay)
         self.judge_gate = judge_gate
+        self.max_rest = max_rest  # most steps a request rests at once (resting); 0: none rests
+        self._rest_until: dict[str, int] = {}  # request -> tokens_so_far at which its rest ends (Decision.rest_until)
+        self._rest_len: dict[str, int] = {}  # request with its draft in hand -> its latest rest, steps (back-off)
+        self._hit: dict[str, bool] = {}  # request -> whether its latest verified or judged first draft was accepted
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
         self._own_memo: dict[str, tuple[int, float]] = {}  # request -> (step, its own cost ratio then)
@@ -238,14 +256,21 @@ class MoeServePolicy:
             self._reuse = {k: v for k, v in self._reuse.items() if k in live}
             self._own = {k: v for k, v in self._own.items() if k in live}
             self._own_memo = {k: v for k, v in self._own_memo.items() if k in live}
+            self._rest_until = {k: v for k, v in self._rest_until.items() if k in live}
+            self._rest_len = {k: v for k, v in self._rest_len.items() if k in live}
+            self._hit = {k: v for k, v in self._hit.items() if k in live}
         if self.warm_up and self._steps == 0:
             # nothing measured yet: the prior is a GPU's (on the CPU engine it priced a first step of 8 requests at
             # K = 2 at 31 ms; it took 325), so the first step is a plain one, which measures the machine
             return plan(batch, [0] * len(reqs), self._budget())
         k_cap = min(self.k_max, batch.max_k)
+        resting = [r.tokens_so_far < self._rest_until.get(r.request_id, 0) for r in reqs]
         probs, caps = [], []
-        for r in reqs:
-            if r.draft_depth is None:
+        for r, asleep in zip(reqs, resting, strict=True):
+            if asleep:  # K = 0 until its rest ends, nothing weighed (resting)
+                probs.append([0.0] * max(self.k_max, 1))
+                caps.append(0)
+            elif r.draft_depth is None:
                 p = self.accept.get(r.request_id)
                 unjudged = batch.judging and self.judged_first and self.accept.observed(r.request_id) == 0
                 probs.append([0.0] * len(p) if unjudged else p)  # judged_first: its own judgement first
@@ -269,8 +294,11 @@ class MoeServePolicy:
         starting: list[int] = []  # requests whose probe phase is due to start this step (decided jointly below)
         judge: set[str] = set()  # requests whose drafter the engine judges without a verify (judging)
         first_due: list[int] = []  # requests whose first judgement is due this step (judgements_pay)
+        waiting: list[int] = []  # requests at K = 0 that may rest until they are weighed again (resting)
         for i, r in enumerate(reqs):
             rid = r.request_id
+            if resting[i]:
+                continue
             new = rid not in self._interval
             learnt = (self.accept if r.draft_depth is None else self.by_depth).prior_trusted()
             interval = self._interval.setdefault(rid, self._carried if learnt else self.probe_every)
@@ -278,9 +306,11 @@ class MoeServePolicy:
             if ks[i] > 0:
                 self._idle[rid], self._interval[rid] = 0, self.judge_after if judged else self.probe_every
                 self._probe_left.pop(rid, None)
+                self._rest_len.pop(rid, None)
                 self._carried = self.probe_every  # speculation pays again: the back-off is over
                 continue
             if rid in self._shadowed:
+                waiting.append(i)
                 continue  # its acceptance is measured without drafting for it: no probe
             if judged:
                 first = rid not in self._judged or rid in self._unjudged
@@ -291,6 +321,8 @@ class MoeServePolicy:
                     first_due.append(i)  # judged together or not at all, below
                 elif due and self._rejudging_could_pay(i, probs, caps, batch):
                     judge.add(rid)
+                elif caps[i] > 0 and not awaiting:
+                    waiting.append(i)
                 continue
             left = self._probe_left.get(rid, 0)
             if left == 0:
@@ -339,7 +371,7 @@ class MoeServePolicy:
             ks = [max(ks)] * len(ks)
         if self._probing and self._probe_breaks_slo(ks, chosen, probs, batch):
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
-        return plan(batch, ks, self._budget(), frozenset(judge))
+        return plan(batch, ks, self._budget(), frozenset(judge), self._rests(waiting, ks, probs, caps, k_cap, batch))
 
     _probe_breaks_slo = probe_breaks_slo
     _probes_pay = probes_pay
@@ -348,6 +380,7 @@ class MoeServePolicy:
     _rejudging_could_pay = rejudging_could_pay
     _batch_hope = batch_hope
     _scout = scout
+    _rests = rests
 
     _chains = staticmethod(chains_of)
 

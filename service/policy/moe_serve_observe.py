@@ -31,6 +31,7 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
     for r in stats.requests:
         if r.k > 0:
             self.accept.update(r.request_id, r.k, r.accepted)
+            self._hit[r.request_id] = r.accepted > 0
             if r.accepted > 0:
                 self._proven.add(r.request_id)
             if r.request_id in self._depth:
@@ -40,6 +41,7 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
             self._reuse[r.request_id] = (mean + max(1.0 / (n + 1), 0.1) * (r.expert_reuse - mean), n + 1)
     for shadow in stats.shadow:
         self.accept.update(shadow.request_id, shadow.k, shadow.accepted)
+        self._hit[shadow.request_id] = shadow.accepted > 0
         if shadow.accepted > 0:
             self._proven.add(shadow.request_id)
         if shadow.request_id in self._depth:  # a draft in hand (NGRAM), not a judgement asked for

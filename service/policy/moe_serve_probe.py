@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from service.policy.moe_serve_terms import life_cap
 from service.policy.slo import step_time_cap
 from service.policy.types import BatchView
 
@@ -221,3 +222,62 @@ def judge_due(self: MoeServePolicy, rid: str, tokens_so_far: int, interval: int)
     self._idle[rid] = 0
     self._interval[rid] = min(2 * interval, self.max_probe_every)
     return True
+
+
+def rests(
+    self: MoeServePolicy,
+    waiting: list[int],
+    ks: list[int],
+    probs: list[list[float]],
+    caps: list[int],
+    k_cap: int,
+    batch: BatchView,
+) -> tuple[int, ...]:
+    """Decision.rest_until (moe_serve.py's docstring, resting): of the requests `waiting` at K = 0 this step, those
+    whose next steps nothing would change rest. A request judged by the engine (STANDALONE) rests until its next
+    judgement is due where it cannot speculate before then: not judged yet (`judged_first`), its first judgement
+    declined, or its drafts unable to pay at an optimistic bound on what it measured; its back-off counter moves on
+    by the steps it rests. A request whose draft is in hand (NGRAM) rests where its latest judged or verified draft
+    was rejected and its drafts could not pay at that bound with a draft of full depth, for 1, 2, 4, ... `max_rest`
+    steps, the back-off reset by an accepted draft or a step where it could pay: each step it does not rest, its
+    draft is looked up and judged again."""
+    if self.max_rest == 0:
+        return ()
+    reqs = batch.requests
+    for i in waiting:
+        r = reqs[i]
+        rid = r.request_id
+        if ks[i] > 0:
+            continue
+        if r.draft_depth is None:  # judged by the engine: rests until its next judgement is due
+            if rid not in self._judged:
+                if not self.judged_first or self.accept.observed(rid) > 0:
+                    continue
+                steps = self.judge_after - r.tokens_so_far - 1
+            else:
+                if rid not in self._unjudged and could_pay(self, i, probs, caps, k_cap, batch):
+                    continue
+                steps = self._interval[rid] - self._idle.get(rid, 0) - 1
+                steps = min(steps, self.max_rest)
+                self._idle[rid] = self._idle.get(rid, 0) + max(steps, 0)
+        else:
+            if self._hit.get(rid, True) or could_pay(self, i, probs, caps, k_cap, batch):
+                self._rest_len.pop(rid, None)
+                continue
+            steps = self._rest_len[rid] = min(max(2 * self._rest_len.get(rid, 0), 1), self.max_rest)
+        if steps > 0:
+            self._rest_until[rid] = r.tokens_so_far + 1 + steps
+    until = tuple(
+        u if r.tokens_so_far < u else 0 for r, u in ((r, self._rest_until.get(r.request_id, 0)) for r in reqs)
+    )
+    return until if any(until) else ()
+
+
+def could_pay(
+    self: MoeServePolicy, i: int, probs: list[list[float]], caps: list[int], k_cap: int, batch: BatchView
+) -> bool:
+    """Whether request `i` would speculate with a draft of full depth at an optimistic bound on its own measured
+    acceptance (rejudging_could_pay's bound)."""
+    full = list(caps)
+    full[i] = life_cap(k_cap, batch.requests[i])
+    return rejudging_could_pay(self, i, probs, full, batch)

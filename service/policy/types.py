@@ -93,6 +93,16 @@ class Decision:
     expert_budget: tuple[int, ...] | None = None  # [num_layers] experts kept per MoE layer in verify; None = no budget
     # requests at K = 0 whose drafter the engine judges this step without a verify (BatchView.judging)
     judge: frozenset[str] = frozenset()
+    # per request in `requests` order: the engine keeps it at K = 0 without drafting for it, judging it or asking a
+    # policy about it until its tokens_so_far reaches this count (0: not resting); () = nobody rests
+    rest_until: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.rest_until and len(self.rest_until) != len(self.requests):
+            raise ValueError(f"rest_until has {len(self.rest_until)} entries for {len(self.requests)} requests")
+        for r, until in zip(self.requests, self.rest_until, strict=False):
+            if until < 0 or (until > 0 and r.k > 0):
+                raise ValueError(f"request {r.request_id!r}: rest_until {until} needs K = 0 and a count >= 0")
 
     def k_of(self, request_id: str) -> int:
         """Draft tokens chosen for one request (linear scan: batches are small and this is for tests/tools)."""

@@ -166,3 +166,40 @@ def test_hint_caps_are_known_before_drafting():
     runtime = SpecRuntime(EngineSettings(), SHAPE)
     reqs = [_Req("a", {"moe_serve": {"max_k": 0}}), _Req("b", {"moe_serve": {"max_k": 2}}), _Req("c", None)]
     assert runtime.open(reqs, max_k=3).ceilings() == [0, 2, 3]
+
+
+class _Resting:
+    """A policy that rests its first request until it has emitted 5 tokens."""
+
+    def decide(self, batch):
+        from service.policy.base import plan
+
+        return plan(batch, [0] + [1] * (len(batch.requests) - 1), rest_until=(5,) + (0,) * (len(batch.requests) - 1))
+
+    def observe(self, stats):
+        pass
+
+
+def test_a_rest_is_passed_on_only_where_k_stays_0(monkeypatch):
+    ps = PolicySet(SHAPE)
+    monkeypatch.setattr(ps, "get", lambda name: _Resting())
+    plan = ps.plan(0.0, views(2), [RequestHints(policy="moe-serve")] * 2, max_k=3)
+    assert plan.ks == (0, 1) and plan.rest_until == (5, 0)
+
+
+def test_a_resting_request_steps_as_if_capped_at_k0_until_its_rest_ends(monkeypatch):
+    """StepPlan.rest_until: a resting request's hints cap K at 0 (no lookup, no judgement, no policy view of a
+    request that may draft) until it has emitted that many tokens; a batch of resting requests asks no policy."""
+    from moe_sglang.step import SpecRuntime
+
+    runtime = SpecRuntime(EngineSettings(), SHAPE)
+    monkeypatch.setattr(runtime.policies, "get", lambda name: _Resting())
+    reqs = [_Req("a", {"moe_serve": {}}), _Req("b", {"moe_serve": {}})]
+    step = runtime.open(reqs, max_k=3)
+    assert step.ceilings() == [3, 3] and runtime.plan(step).rest_until == (5, 0)
+    step = runtime.open(reqs, max_k=3)
+    assert step.ceilings() == [0, 3] and runtime.plan(step).ks == (0, 1) and step.resting == (True, False)
+    lone = runtime.open(reqs[:1], max_k=3)
+    assert lone.views == () and runtime.plan(lone).ks == (0,)  # nobody may draft: no policy asked
+    reqs[0].output_ids = [1] * 5
+    assert runtime.open(reqs, max_k=3).ceilings() == [3, 3] and "a" not in runtime.resting

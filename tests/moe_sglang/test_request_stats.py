@@ -29,6 +29,7 @@ def test_summary_follows_vllm_definitions():
         "num_steps_k0": 0,
         "num_shadow_drafts": 0,
         "num_shadow_accepted_drafts": 0,
+        "num_steps_resting": 0,
         "expert_reuse": None,
     }
     assert "a" not in book._live and len(book) == 1
@@ -46,9 +47,10 @@ def test_expert_reuse_is_the_mean_over_the_plain_steps_that_measured_it():
 
 def test_request_that_never_speculates_counts_all_steps_at_k0():
     book = RequestStatsBook()
-    for _ in range(4):
-        book.record_step(["off"], ["moe-serve"], [0], [0], [0])
+    for step in range(4):
+        book.record_step(["off"], ["moe-serve"], [0], [0], [0], resting=[step > 1])
     off = book.finish("off", decode_tokens=4)
+    assert off["num_steps_resting"] == 2 and merge_summaries([off, off])["num_steps_resting"] == 4
     assert off["k_chosen_histogram"] == [4] and off["num_steps_k0"] == 4 and off["num_decode_steps"] == 4
     assert off["num_spec_steps"] == 0 and off["mean_acceptance_length"] == 1.0 and off["draft_acceptance_rate"] == 0.0
     # an engine without speculation never records a step: every token after the first was one plain step

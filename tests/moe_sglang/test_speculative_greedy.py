@@ -166,6 +166,9 @@ def test_standalone_judges_its_draft_model_without_a_verify(draft, accepting, pl
         # judge_after = 4 tokens emitted: the 3 after the first (the prefill's) are judged at least
         assert stats["num_shadow_drafts"] >= 3, stats
         judged, accepted = judged + stats["num_shadow_drafts"], accepted + stats["num_shadow_accepted_drafts"]
+        # speculation cannot repay anything on the tiny models (above), so the request rests (no policy asked,
+        # nothing drafted or judged for it) before its first judgement and then until each next one is due
+        assert stats["num_steps_resting"] >= stats["num_decode_steps"] // 2, stats
     if accepting:
         assert accepted == judged, (accepted, judged)
     else:

@@ -491,6 +491,11 @@ def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
     assert judged_again == [3, 11]  # after judge_after = 4 steps at K = 0, then after 8
 
 
+def emitted(view: BatchView, steps: int) -> BatchView:
+    """`view` after `steps` plain steps: each request emitted one token a step."""
+    return replace(view, requests=tuple(replace(r, tokens_so_far=r.tokens_so_far + steps) for r in view.requests))
+
+
 def judged_once(hits: dict[str, tuple[int, ...]]) -> tuple[MoeServePolicy, BatchView]:
     """cpu_like(0.9) after the first judgement of r0 and r1 found `hits` (first drafts matched or not)."""
     policy = cpu_like(0.9)
@@ -519,7 +524,7 @@ def test_a_request_is_judged_again_only_where_its_drafts_could_pay(hits, judged_
     seen: set[str] = set()
     due = []
     for step in range(12):
-        d = policy.decide(view)
+        d = policy.decide(emitted(view, step))
         seen |= d.judge
         due += [step] * bool(d.judge)
     assert seen == judged_again
@@ -745,7 +750,7 @@ def test_a_first_judgement_is_made_only_where_speculating_could_repay_it(tokens_
     assert bool(d.judge) == judged and [r.k for r in d.requests] == [0, 0]
     if judged:
         return
-    later = [policy.decide(view(64)).judge for _ in range(policy.judge_after)]
+    later = [policy.decide(emitted(view(64), step + 1)).judge for step in range(policy.judge_after)]
     assert later[:-1] == [frozenset()] * (policy.judge_after - 1) and later[-1] == {"r0", "r1"}
     ungated = cpu_like(0.9)
     ungated.judge_gate = False  # every request judged once due, whatever it costs
@@ -834,3 +839,72 @@ def test_the_batch_hope_is_only_raised_by_what_requests_measured():
     for _ in range(8):
         policy.accept.update("r1", 3, 3)
     assert min(batch_hope(policy, view)) > policy.probe_hope
+
+
+def ngram_steps(policy, outcomes, steps=24):
+    """Drive one request whose NGRAM draft (depth 4) is in hand as the engine does: a step in which it rests asks no
+    policy and looks nothing up (Decision.rest_until); any other step looks its draft up and, at K = 0, judges it
+    (`outcomes(step)` of 4 drafts accepted). Returns the steps at which the policy was asked and their K."""
+    asked, until = [], 0
+    for step in range(steps):
+        if step < until:  # resting: a plain step, nothing drafted or judged
+            policy.observe(replace(stats([0], [0], 0.03, prefix="n"), plain=True))
+            continue
+        view = drafted(1, depth=4, prefix="n")
+        d = policy.decide(replace(view, requests=(replace(view.requests[0], tokens_so_far=step, tokens_left=99),)))
+        k = d.requests[0].k
+        asked.append((step, k))
+        until = d.rest_until[0] if d.rest_until else 0
+        hits = outcomes(step)
+        shadow = () if k else (ShadowOutcome("n0", 4, min(hits + 1, 4), hits),)
+        policy.observe(replace(stats([k], [min(k, hits)], 0.03 + 0.01 * k, prefix="n"), shadow=shadow))
+    return asked
+
+
+def test_a_request_whose_drafts_cannot_pay_rests_longer_each_time():
+    """A request whose draft is in hand (NGRAM) and whose judged drafts are rejected, so that even an optimistic
+    bound on its acceptance would not speculate, rests 1, 2, 4, 4, ... steps (max_rest) between the steps that look
+    its draft up and judge it: in the CPU engine a request's lookup, judgement and policy cost ~0.6-0.8 ms of each
+    ~16 ms plain step (moe-fine x48, batch 1). Its first judgements are made at once (none rejected yet)."""
+    policy = cpu_like(0.5)
+    assert ngram_steps(policy, lambda step: 0) == [(s, 0) for s in (0, 1, 2, 4, 7, 12, 17, 22)]
+    off = cpu_like(0.5)
+    off.max_rest = 0
+    assert ngram_steps(off, lambda step: 0) == [(s, 0) for s in range(24)]  # asked every step
+
+
+def test_an_accepted_draft_ends_the_back_off():
+    """A text that turns predictable: its first accepted judgement comes at most max_rest steps late, and from then
+    on it is judged every step, as without rests (there it speculated 4 steps after its drafts began to match; here
+    at most max_rest + 4)."""
+    policy = cpu_like(0.5)
+    asked = ngram_steps(policy, lambda step: 0 if step < 10 else 4, steps=30)
+    first = min(s for s, k in asked if k > 0)
+    assert [s for s, _ in asked if s >= 12] == list(range(12, 13)) + list(range(17, 30))
+    off = cpu_like(0.5)
+    off.max_rest = 0
+    first_off = min(s for s, k in ngram_steps(off, lambda step: 0 if step < 10 else 4, steps=30) if k > 0)
+    assert first_off < first <= first_off + policy.max_rest + 1
+
+
+def test_a_request_whose_drafts_are_accepted_never_rests():
+    policy = cpu_like(0.5)
+    asked = ngram_steps(policy, lambda step: 4)
+    assert [s for s, _ in asked] == list(range(24)) and all(k > 0 for _, k in asked[1:])
+    assert not policy._rest_until
+
+
+def test_a_judged_request_rests_until_its_next_judgement_is_due():
+    """A request the engine judges (STANDALONE) rests before its first judgement (it cannot speculate before it,
+    judged_first) and, where its drafts could not pay at an optimistic bound, until its next judgement is due: the
+    judgement schedule is the same as when it is asked every step."""
+    policy = cpu_like(0.9)
+    d = policy.decide(judged_batch(1))
+    assert d.rest_until == (policy.judge_after, policy.judge_after)
+    policy, view = judged_once({"r0": (0, 0, 0, 0), "r1": (1, 0, 0, 0)})
+    d = policy.decide(view)
+    t = view.requests[0].tokens_so_far
+    assert d.rest_until == (t + 3, t + 3)  # judged again after judge_after = 4 steps: steps t+1, t+2 rest
+    assert [r.k for r in policy.decide(emitted(view, 1)).requests] == [0, 0] and not policy.decide(
+        emitted(view, 2)
+    ).judge
