@@ -110,8 +110,8 @@ class RequestStatsBook:
     ) -> None:
         """One decode step of the batch, in batch order: request rids[i] ran under policies[i], which chose
         K = ks_chosen[i]; the target verified verified[i] = min(K, draft depth) of its drafts and accepted
-        accepted[i] <= verified[i] of them; reuse[i]: its token's expert reuse (RequestStepStats.expert_reuse); resting[i]:
-        it rested this step (() = nobody did)."""
+        accepted[i] <= verified[i] of them; reuse[i]: its token's expert reuse (RequestStepStats.expert_reuse);
+        resting[i]: it rested this step (() = nobody did)."""
         reuse = reuse or [None] * len(rids)
         resting = resting or [False] * len(rids)
         rows = zip(rids, policies, ks_chosen, verified, accepted, reuse, resting, strict=True)
