@@ -56,13 +56,15 @@ def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
     with routing_scope(None, worker.settings.budget_mode) as experts:
         plain = run_plain_decode(worker.target_worker, batch, roots)
     step.unique_experts = experts.counts()[0]
-    if step.views:
+    # measured where some request may draft, now or once its rest ends (a resting batch of one asks no policy, but
+    # its later drafts are priced by what its plain steps reuse: without it, prose's drafts were priced as code's)
+    if step.views or step.resting:
         follows = runtime.last_routing_step == runtime.steps  # the previous decode step was plain too
         step.expert_reuse, runtime.last_routing = expert_reuse(
             runtime.last_routing if follows else {}, [req.rid for req in batch.reqs], experts.token_experts()
         )
         runtime.last_routing_step = runtime.steps + 1  # the step count once this step is closed
-    else:  # nobody in the batch may draft (step.open): no draft is priced by its reuse, none measured
+    else:  # nobody in the batch may draft (hints, step.open): no draft is priced by its reuse, none measured
         runtime.last_routing = {}
     step.verify_s += time.perf_counter() - start
     step.plain = True

@@ -172,10 +172,10 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
     )
     monkeypatch.setattr(verify, "_stride", lambda w: 4)
 
-    def step(rids, moved=0, may_draft=True):
+    def step(rids, moved=0, may_draft=True, resting=()):
         shift["now"] += moved
         views = ("a view",) if may_draft else ()  # step.open builds none where no request may draft
-        s = SimpleNamespace(verify_s=0.0, plain=False, unique_experts=(), expert_reuse=(), views=views)
+        s = SimpleNamespace(verify_s=0.0, plain=False, unique_experts=(), expert_reuse=(), views=views, resting=resting)
         verify.plain_step(worker, SimpleNamespace(reqs=[SimpleNamespace(rid=r) for r in rids]), s)
         runtime.steps += 1  # the step is closed
         return s.unique_experts, s.expert_reuse
@@ -190,6 +190,9 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
     # nobody may draft: counted, no reuse measured (no draft will be priced by it), and none carried to the next
     assert step(["a"], may_draft=False) == ((K, K), ())
     assert step(["a"]) == ((K, K), (None,))
+    # a request resting alone (no views: no policy asked) may draft once its rest ends: measured
+    assert step(["a"], may_draft=False, resting=(True,)) == ((K, K), (1.0,))
+    assert step(["a"], moved=1) == ((K, K), ((K - 1) / K,))
 
 
 def test_routing_computed_outside_the_hook_is_counted_as_the_hook_counts_it():
