@@ -2,7 +2,7 @@
 drafter up together on moe-fine x48 (PYTHONPATH per engine: OLD = the code before it, NEW = with it), batch 1,
 3 held-out prompts per task x 32 tokens, request by request in rotated order: each engine under moe-serve and at
 the K = 0 hint (the floor moe-serve's plain steps can reach). Per engine, moe-serve / K = 0 cancels the engine
-instance's own speed. usage: python ab.py DRAFTER ROUNDS OLD_PATH NEW_PATH -> ab-DRAFTER.json"""
+instance's own speed. usage: python ab.py DRAFTER ROUNDS OLD_PATH NEW_PATH [TASKS] -> ab-DRAFTER[-TASKS].json"""
 
 import contextlib
 import json
@@ -21,7 +21,7 @@ from moe_sglang.server import running_engine  # noqa: E402
 from moe_sglang.settings import EngineSettings  # noqa: E402
 
 drafter, rounds, old, new = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-TASKS = ("math", "code")
+TASKS = tuple(sys.argv[5].split(",")) if len(sys.argv) > 5 else ("math", "code")
 setup = deciding_setup()
 model = timed_model(setup)
 texts = prompt_sets(3, 600)
@@ -79,6 +79,6 @@ for task in TASKS:
             )
     summary[task] = cell
 print(json.dumps(summary, indent=1))
-(here / f"ab-{drafter}.json").write_text(
+(here / f"ab-{drafter}{'' if TASKS == ('math', 'code') else '-' + '-'.join(TASKS)}.json").write_text(
     json.dumps(dict(drafter=drafter, rounds=rounds, summary=summary, rows=rows), indent=1)
 )
