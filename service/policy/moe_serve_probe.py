@@ -236,8 +236,8 @@ def rests(
     """Decision.rest_until (moe_serve.py's docstring, resting): of the requests `waiting` at K = 0 this step, those
     whose next steps nothing would change rest. A request judged by the engine (STANDALONE) rests until its next
     judgement is due where it cannot speculate before then: not judged yet (`judged_first`), its first judgement
-    declined, or its drafts unable to pay at an optimistic bound on what it measured; its back-off counter moves on
-    by the steps it rests. A request whose draft is in hand (NGRAM) rests where its latest judged or verified draft
+    declined, or its drafts unable to pay at an optimistic bound on what it measured (after its first judgement at
+    most `max_rest` steps at a time); its back-off counter moves on by the steps it rests. A request whose draft is in hand (NGRAM) rests where its latest judged or verified draft
     was rejected and its drafts could not pay at that bound with a draft of full depth, for 1, 2, 4, ... `max_rest`
     steps, the back-off reset by an accepted draft or a step where it could pay: each step it does not rest, its
     draft is looked up and judged again."""
