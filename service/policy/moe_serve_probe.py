@@ -241,7 +241,7 @@ def rests(
     was rejected and its drafts could not pay at that bound with a draft of full depth, for 1, 2, 4, ... `max_rest`
     steps, the back-off reset by an accepted draft or a step where it could pay: each step it does not rest, its
     draft is looked up and judged again."""
-    if self.max_rest == 0:
+    if self.max_rest == 0 or (not waiting and not self._rest_until):
         return ()
     reqs = batch.requests
     for i in waiting:
