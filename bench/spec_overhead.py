@@ -52,10 +52,19 @@ def speculation(algorithm: str, draft: Path) -> SpeculationConfig:
 
 
 def engine(
-    model: Path, spec: SpeculationConfig, layout: str, threads: int, extra: tuple[str, ...] = ()
+    model: Path,
+    spec: SpeculationConfig,
+    layout: str,
+    threads: int,
+    extra: tuple[str, ...] = (),
+    burst: int | None = None,
 ) -> EngineConfig:
-    """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike."""
-    return bench_engine(model, spec, threads, EngineSettings(verify_layout=layout), ("--enable-metrics", *extra))
+    """Every engine with metrics on (the default of `moe-serve engine`), so their cost is in every variant alike;
+    `burst`: its plain_burst setting (None: the default, moe_sglang/plain_burst.py)."""
+    settings = EngineSettings(verify_layout=layout)
+    if burst is not None:
+        settings = EngineSettings(verify_layout=layout, plain_burst=burst)
+    return bench_engine(model, spec, threads, settings, ("--enable-metrics", *extra))
 
 
 def cpu_seconds(url: str) -> float:
@@ -87,14 +96,16 @@ def timed_run(url: str, prompts: list, tokens: int, batch: int, extra: dict | No
 
 
 def k0_rows(urls: dict[str, str], prompts: list, tokens: int, batches, repeats: int) -> list[dict]:
-    """Rounds of plain / plain-sync / ngram-k0 / standalone-k0 in rotated order; one row per (variant, batch,
-    round)."""
+    """Rounds of plain / plain-sync / ngram-k0 / standalone-k0 (and ngram-k0-burst-off where its engine runs) in
+    rotated order; one row per (variant, batch, round)."""
     variants = {
         "plain": (urls["plain"], None),
         "plain-sync": (urls["plain-sync"], None),
         "ngram-k0": (urls["ngram"], K0),
         "standalone-k0": (urls["standalone"], K0),
     }
+    if "ngram-burst-off" in urls:
+        variants["ngram-k0-burst-off"] = (urls["ngram-burst-off"], K0)
     names, rows = list(variants), []
     for batch in batches:
         for round_ in range(repeats):
@@ -194,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="rounds per cell (ratios per round)")
     parser.add_argument("--tokens", type=int, default=64, help="output tokens per request")
     parser.add_argument("--quick", action="store_true", help="smoke run: batch 2, 2 rounds, short outputs")
+    parser.add_argument(
+        "--burst-off",
+        action="store_true",
+        help="a fifth engine in the K = 0 rounds: NGRAM with plain_burst = 1 (one token per step, the K = 0 path "
+        "before plain bursts)",
+    )
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -209,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     # engines of the K = 0 rows are the ragged ones of the layout rows (an engine start is ~45 s of a quick run)
     sync = engine(model, SpeculationConfig("none"), "ragged", threads, ("--disable-overlap-schedule",))
     plain = {"plain": engine(model, SpeculationConfig("none"), "ragged", threads), "plain-sync": sync}
+    if args.burst_off:
+        plain["ngram-burst-off"] = engine(model, specs["ngram"], "ragged", threads, burst=1)
     with _engines(folder, {name: engine(model, spec, "ragged", threads) for name, spec in specs.items()}) as ragged:
         with _engines(folder, plain) as urls:
             rows = k0_rows(urls | ragged, prompts, tokens, batches, repeats)
@@ -227,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine_threads": args.engine_threads,
         "tokens": tokens,
         "batches": list(batches),
+        "plain_burst": EngineSettings().plain_burst,
         "k0_rows": rows,
         "k0_summary": summary,
         "layout_rows": layouts,

@@ -33,6 +33,7 @@ def forward_lens(accept_lens: list[int], stride: int, layout: str) -> list[int]:
 class StepOutput:
     result: object  # SGLang's GenerationBatchResult
     plain_rows: int = 0  # a plain decode step's batch size (nothing accepted: no host copy needed to say so)
+    following: tuple = ()  # a plain burst's later forwards, each a StepInFlight to close after this step's
 
     def accepted(self) -> list[int]:
         """[bs] drafts each request accepted (the bonus token not counted)."""
@@ -41,25 +42,26 @@ class StepOutput:
         return [int(a) - 1 for a in self.result.accept_lens.tolist()]
 
     @classmethod
-    def plain(cls, batch, plain, stride: int, num_draft_tokens: int) -> StepOutput:
+    def plain(cls, batch, plain, tokens: list, stride: int, num_draft_tokens: int) -> StepOutput:
         """A plain decode step (plain_decode.py) reported as a verify step that accepted no draft: row i holds
-        request i's token first; the scheduler reads no further than accept_lens (1)."""
-        bs = len(batch.reqs)
-        accept_lens = torch.ones(bs, dtype=torch.int32, device=batch.device)
-        rows = torch.zeros(bs * stride, dtype=torch.int32, device=batch.device)
-        rows[::stride] = plain.next_tokens
-        return cls(
-            step_result(
-                plain.logits_output,
-                rows,
-                accept_lens,
-                plain.new_seq_lens,
-                plain.can_run_cuda_graph,
-                stride,
-                num_draft_tokens,
-            ),
-            plain_rows=bs,
+        request i's token first; the scheduler reads no further than accept_lens (1). A burst's `tokens` (one [bs]
+        tensor per forward, plain_burst.py) fill the row's first len(tokens) places, every one of them a token of
+        no draft (`num_non_draft_tokens_per_req`: SGLang's acceptance counts stay those of drafts)."""
+        bs, run = len(batch.reqs), len(tokens)
+        accept_lens = torch.full((bs,), run, dtype=torch.int32, device=batch.device)
+        rows = torch.zeros(bs, stride, dtype=torch.int32, device=batch.device)
+        rows[:, :run] = tokens[0].unsqueeze(1) if run == 1 else torch.stack(tokens, dim=1)
+        result = step_result(
+            plain.logits_output,
+            rows.reshape(-1),
+            accept_lens,
+            plain.new_seq_lens,
+            plain.can_run_cuda_graph,
+            stride,
+            num_draft_tokens,
         )
+        result.num_non_draft_tokens_per_req = run
+        return cls(result, plain_rows=bs)
 
 
 def accept_on_dense_rows(worker, batch, verify_input, logits_output, can_run_graph, grammar_host) -> StepOutput:

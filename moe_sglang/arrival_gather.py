@@ -37,6 +37,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from moe_sglang import plain_burst
+
 logger = logging.getLogger(__name__)
 
 TARGET = "sglang.srt.managers.scheduler.Scheduler.ingest_requests"
@@ -64,8 +66,12 @@ class Gatherer:
         self.open: Burst | None = None  # the observation the last idle arrival opened
         self.last: Burst | None = None  # the one before, closed
         self.gathered = 0  # idle arrivals that waited and prefilled more than one request (log, tests)
+        self.scheduler = None  # the scheduler whose receives this hook wraps
 
     def __call__(self, original, scheduler, *args, **kwargs):
+        if scheduler is not self.scheduler:  # the plain bursts' arrival probe watches the same input (plain_burst.py)
+            self.scheduler = scheduler
+            plain_burst.watch(scheduler)
         idle = _idle(scheduler)
         received = original(scheduler, *args, **kwargs)
         arrived = _generations(received)

@@ -107,6 +107,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "idle engine waits (at most this long) for the next burst to be complete and prefills it together (0 = off: "
         "SGLang prefills what has arrived when it looks)",
     )
+    parser.add_argument(
+        "--plain-burst",
+        type=int,
+        default=EngineSettings().plain_burst,
+        help="speculative engines: where no request of the batch may draft (K capped at 0 by its hints or resting), one "
+        "scheduler step decodes up to this many tokens per request, one plain forward each, ending early when a "
+        "request arrives (1 = one token a step, as SGLang decodes)",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -142,6 +150,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             process_start=args.process_start,
             gemm_plan=args.gemm_plan,
             arrival_gather_ms=args.arrival_gather_ms,
+            plain_burst=args.plain_burst,
         ),
         extra_args=extra,
     )

@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 from moe_sglang import plugin
+from moe_sglang.plain_burst import burst_len
 from moe_sglang.settings import EngineSettings
 from moe_sglang.shadow import ShadowDrafts
 from moe_sglang.step import SpecRuntime, StepInFlight, model_shape
@@ -52,7 +53,7 @@ def worker_class():
             plan = self.spec_runtime.plan(step, trees.drafts)
             accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]
             if max(accept_lens) == 1:
-                out = plain_step(self, batch, step)
+                out = plain_step(self, batch, step, burst_len(self, batch, step))
             else:
                 out = verify_step(self, batch, step, trees, accept_lens)
             if on_publish is not None:
@@ -61,6 +62,9 @@ def worker_class():
             verified = [n - 1 for n in accept_lens]
             shadow = _judge_shadow(self.shadow, step, verified, trees, out)
             self.spec_runtime.close(step, verified, out.accepted(), shadow)
+            for column, sub in enumerate(out.following, start=1):  # a plain burst's later forwards (plain_burst.py)
+                shadow = _judge_shadow(self.shadow, sub, verified, DraftTrees.nothing(len(verified)), out, column)
+                self.spec_runtime.close(sub, verified, out.accepted(), shadow)
             return out.result
 
     return MoeServeNgramWorker
@@ -76,15 +80,17 @@ def _timed_lookup(worker, batch, step: StepInFlight) -> DraftTrees:
     return trees
 
 
-def _judge_shadow(shadow: ShadowDrafts, step: StepInFlight, verified: list[int], trees: DraftTrees, out):
+def _judge_shadow(
+    shadow: ShadowDrafts, step: StepInFlight, verified: list[int], trees: DraftTrees, out, column: int = 0
+):
     """Unverified drafts of this step's K = 0 requests, judged by what the target emitted (one host copy of the
-    emitted tokens, only when such a request exists)."""
+    emitted tokens, only when such a request exists); `column`: which of a plain burst's tokens is this step's."""
     waiting = any(
         v == 0 and (d > 0 or rid in shadow.walks) for v, d, rid in zip(verified, trees.drafts, step.rids, strict=True)
     )
     if not waiting:
         return shadow.step(step.rids, verified, None, None, None, trees.drafts)
-    emitted = out.result.next_token_ids.view(len(verified), -1)[:, 0].tolist()
+    emitted = out.result.next_token_ids.view(len(verified), -1)[:, column].tolist()
     return shadow.step(step.rids, verified, emitted, trees.tokens, trees.mask, trees.drafts)
 
 

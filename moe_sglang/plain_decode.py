@@ -32,14 +32,17 @@ def last_tokens(reqs, device) -> torch.Tensor:
     return torch.tensor(last, dtype=torch.int64, device=device)
 
 
-def run_plain_decode(target_worker, batch, roots: torch.Tensor) -> PlainDecode:
-    """One DECODE forward + sampling over `batch` (a speculative decode batch, seq_lens = committed tokens)."""
+def run_plain_decode(target_worker, batch, roots: torch.Tensor, offset: int = 0) -> PlainDecode:
+    """One DECODE forward + sampling over `batch` (a speculative decode batch, seq_lens = committed tokens).
+    `offset`: tokens this step already decoded before this forward (a burst's later forwards, plain_burst.py): the
+    roots sit at position seq_len + offset and their K/V go to the step's reserved slot of that index."""
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
     bs = len(batch.reqs)
-    # the first slot the scheduler reserved for this step, [bs] int64 (one gather: no cache-location kernel needed)
-    loc = batch.req_to_token_pool.req_to_token[batch.req_pool_indices, batch.seq_lens].to(torch.int64)
-    saved = _DecodeView.enter(batch, roots, loc)
+    # the slot the scheduler reserved for this token, [bs] int64 (one gather: no cache-location kernel needed)
+    at = batch.seq_lens if offset == 0 else batch.seq_lens + offset
+    loc = batch.req_to_token_pool.req_to_token[batch.req_pool_indices, at].to(torch.int64)
+    saved = _DecodeView.enter(batch, roots, loc, offset)
     batch.forward_mode = ForwardMode.DECODE
     new_seq_lens = batch.seq_lens
     try:
@@ -62,15 +65,15 @@ class _DecodeView:
     NAMES = ("forward_mode", "input_ids", "out_cache_loc", "seq_lens", "seq_lens_cpu", "seq_lens_sum", "spec_info")
 
     @classmethod
-    def enter(cls, batch, roots: torch.Tensor, loc: torch.Tensor) -> _DecodeView:
+    def enter(cls, batch, roots: torch.Tensor, loc: torch.Tensor, offset: int = 0) -> _DecodeView:
         saved = cls({name: getattr(batch, name) for name in cls.NAMES})
         batch.input_ids = roots
         batch.out_cache_loc = loc
-        batch.seq_lens = batch.seq_lens + 1
+        batch.seq_lens = batch.seq_lens + (offset + 1)
         if batch.seq_lens_cpu is not None:
-            batch.seq_lens_cpu = batch.seq_lens_cpu + 1
+            batch.seq_lens_cpu = batch.seq_lens_cpu + (offset + 1)
         if batch.seq_lens_sum is not None:
-            batch.seq_lens_sum = batch.seq_lens_sum + len(batch.reqs)
+            batch.seq_lens_sum = batch.seq_lens_sum + len(batch.reqs) * (offset + 1)
         batch.spec_info = None
         return saved
 

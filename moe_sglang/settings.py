@@ -69,6 +69,10 @@ GEMM_PLAN = ("cached", "tune")
 # burst to be complete; 0 = never wait, SGLang's own receiving (kept for comparisons).
 ARRIVAL_GATHER_MS = 100.0
 
+# The most plain decode forwards one scheduler step of a speculative engine runs for a batch in which no request may
+# draft (plain_burst.py); 1 = one token per step, as SGLang's engines decode.
+PLAIN_BURST = 4
+
 ENV = {
     "default_policy": "MOE_SERVE_DEFAULT_POLICY",
     "policy_params": "MOE_SERVE_POLICY_PARAMS",
@@ -81,6 +85,7 @@ ENV = {
     "process_start": "MOE_SERVE_PROCESS_START",
     "gemm_plan": "MOE_SERVE_GEMM_PLAN",
     "arrival_gather_ms": "MOE_SERVE_ARRIVAL_GATHER_MS",
+    "plain_burst": "MOE_SERVE_PLAIN_BURST",
 }
 
 
@@ -97,6 +102,7 @@ class EngineSettings:
     process_start: str = "fork"  # PROCESS_START
     gemm_plan: str = "cached"  # GEMM_PLAN
     arrival_gather_ms: float = ARRIVAL_GATHER_MS  # window of a burst of arrivals at an idle engine; 0 = off
+    plain_burst: int = PLAIN_BURST  # plain decode forwards per step where nobody may draft; 1 = off
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -117,6 +123,8 @@ class EngineSettings:
             raise ValueError(f"GEMM plan {self.gemm_plan!r}: expected one of {GEMM_PLAN}")
         if not 0 <= self.arrival_gather_ms <= 1000:
             raise ValueError(f"arrival gather {self.arrival_gather_ms!r} ms: expected 0 (off) to 1000")
+        if not 1 <= self.plain_burst <= 16:
+            raise ValueError(f"plain burst {self.plain_burst!r}: expected 1 (off) to 16 forwards a step")
         if not self.default_policy.strip():
             raise ValueError("the default policy must be a policy name")
         self.policy_params  # noqa: B018 - parse now: a bad JSON fails at launch, not in the scheduler
@@ -143,6 +151,7 @@ class EngineSettings:
             ENV["process_start"]: self.process_start,
             ENV["gemm_plan"]: self.gemm_plan,
             ENV["arrival_gather_ms"]: repr(float(self.arrival_gather_ms)),
+            ENV["plain_burst"]: str(int(self.plain_burst)),
         }
 
     @classmethod
@@ -161,4 +170,5 @@ class EngineSettings:
             process_start=env.get(ENV["process_start"]) or defaults.process_start,
             gemm_plan=env.get(ENV["gemm_plan"]) or defaults.gemm_plan,
             arrival_gather_ms=float(env.get(ENV["arrival_gather_ms"]) or defaults.arrival_gather_ms),
+            plain_burst=int(env.get(ENV["plain_burst"]) or defaults.plain_burst),
         )

@@ -25,6 +25,7 @@ from moe_sglang import plugin
 from moe_sglang.accept import step_result
 from moe_sglang.draft_forward import DirectDraft
 from moe_sglang.draft_model import DraftModelDrafter, SelectedLogits
+from moe_sglang.plain_burst import burst_len
 from moe_sglang.settings import EngineSettings
 from moe_sglang.step import SpecRuntime, model_shape
 from moe_sglang.verify import plain_step, verify_step
@@ -120,7 +121,7 @@ def _decode(worker, batch, on_publish):
     shadow = _judge(worker.drafter, batch, step, plan.judge)
     drafting = []
     if max(plan.ks) == 0:
-        out = plain_step(worker, batch, step)
+        out = plain_step(worker, batch, step, burst_len(worker, batch, step))
         accept_lens = [1] * len(batch.reqs)
     else:
         start = time.perf_counter()
@@ -136,6 +137,8 @@ def _decode(worker, batch, on_publish):
     if on_publish is not None:
         on_publish(out.result.new_seq_lens)
     runtime.close(step, [n - 1 for n in accept_lens], accepted, shadow)
+    for sub in out.following:  # a plain burst's later forwards (plain_burst.py)
+        runtime.close(sub, [0] * len(accepted), accepted)
     return out.result
 
 

@@ -47,6 +47,21 @@ class StepInFlight:
     dropped_experts: int = 0  # experts the budget kept out, over all layers
     expert_reuse: tuple[float | None, ...] = ()  # per request, RequestStepStats.expert_reuse; () = none measured
     resting: tuple[bool, ...] = ()  # per request: it rests this step (SpecRuntime.resting); () = nobody
+    ended: float | None = None  # perf_counter where the step ended, if before its close (a burst's forwards)
+
+    def following(self, started: float) -> StepInFlight:
+        """The next forward of a plain burst (plain_burst.py) as a step of its own: the same requests, hints and plan
+        (K = 0 for all), one more token of context per request, its own time and measurements."""
+        return StepInFlight(
+            self.rids,
+            self.hints,
+            self.views,
+            self.max_k,
+            self.context_tokens + len(self.rids),
+            started,
+            plan=self.plan,
+            resting=self.resting,
+        )
 
     def ceilings(self) -> list[int]:
         """The most drafts each request may get before any policy is asked (its hint's max_k, the drafter's depth)."""
@@ -149,7 +164,7 @@ class SpecRuntime:
     ) -> StepStats:
         """`verified[i]`: drafts request i verified (min(K_i, D_i)); `accepted[i]`: drafts it accepted; `shadow`:
         unverified drafts judged this step (shadow.py)."""
-        now = time.perf_counter()
+        now = time.perf_counter() if step.ended is None else step.ended
         reuse = step.expert_reuse or (None,) * len(step.rids)
         requests = tuple(
             RequestStepStats(rid, k, min(a, k), r)

@@ -206,6 +206,25 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     # fails at the first decode step
     Touchpoint("sglang.srt.managers.scheduler.GenerationBatchResult", "call", "the step's result"),
     Touchpoint(
+        "sglang.srt.managers.scheduler.GenerationBatchResult.num_non_draft_tokens_per_req",
+        "write",
+        "a plain burst's tokens are none of them drafts (plain_burst.py)",
+    ),
+    # what bounds a plain burst (plain_burst.py): the slots reserved for the step, sampling without per-token state
+    Touchpoint("sglang.srt.managers.schedule_batch.ReqKvInfo.kv_allocated_len", "attribute", "slots reserved"),
+    Touchpoint("sglang.srt.managers.schedule_batch.ReqKvInfo.kv_committed_len", "attribute", "slots committed"),
+    Touchpoint("sglang.srt.managers.schedule_batch.Req.kv", "attribute", "a request's KV bookkeeping"),
+    Touchpoint("sglang.srt.managers.schedule_batch.Req.return_hidden_states", "attribute", "hidden states asked"),
+    Touchpoint("sglang.srt.managers.schedule_batch.Req.return_sampling_mask", "attribute", "sampling mask asked"),
+    Touchpoint(
+        "sglang.srt.sampling.sampling_batch_info.SamplingBatchInfo.penalizer_orchestrator", "attribute", "penalties"
+    ),
+    Touchpoint(
+        "sglang.srt.sampling.sampling_batch_info.SamplingBatchInfo.has_custom_logit_processor",
+        "attribute",
+        "custom logit processors",
+    ),
+    Touchpoint(
         f"{_SPEC}.ragged_verify.RaggedVerifyLayout.from_verify_lens",
         "call",
         "per-request verify lengths, as SGLang's backends read them",
@@ -512,6 +531,9 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "sglang.srt.managers.scheduler.Scheduler._deferred_input_requests", "attribute", "idle: no input held back"
     ),
     Touchpoint("sglang.srt.managers.schedule_batch.ScheduleBatch.is_empty", "call", "idle: nothing running", "(self)"),
+    Touchpoint(
+        "sglang.srt.managers.scheduler.Scheduler.recv_from_tokenizer", "attribute", "plain bursts: arrivals pending"
+    ),
     Touchpoint("sglang.srt.managers.io_struct.TokenizedGenerateReqInput", "attribute", "a generation request"),
     Touchpoint("sglang.srt.managers.io_struct.BatchTokenizedGenerateReqInput", "attribute", "a batch of them"),
     Touchpoint(

@@ -15,6 +15,7 @@ import torch
 
 from moe_sglang.accept import StepOutput, accept_on_dense_rows, forward_lens
 from moe_sglang.expert_budget import routing_scope
+from moe_sglang.plain_burst import input_pending
 from moe_sglang.plain_decode import last_tokens, run_plain_decode
 from moe_sglang.ragged import RaggedVerify, parents_precede_children
 from moe_sglang.step import StepInFlight
@@ -46,30 +47,46 @@ class DraftTrees:
         return (mask.sum(-1) > 1).sum(-1).tolist()
 
 
-def plain_step(worker, batch, step: StepInFlight) -> StepOutput:
-    start = time.perf_counter()
+def plain_step(worker, batch, step: StepInFlight, burst: int = 1) -> StepOutput:
+    """A plain decode step; `burst` > 1: up to that many plain forwards, each a step of its own to the policies and
+    stats (StepOutput.following), their tokens one accepted run per request to the scheduler (plain_burst.py)."""
     roots = last_tokens(batch.reqs, worker.device)
     runtime = worker.spec_runtime
-    # counted (the policies price what a step read) and kept per request: the share of a token's experts that the
-    # request's next token reuses is what an accepted draft would reuse (`expert_reuse`); one token per layer is
-    # counted without a tensor op (VerifyExperts.counts), the routing hook keeps only references to its ids
-    with routing_scope(None, worker.settings.budget_mode) as experts:
-        plain = run_plain_decode(worker.target_worker, batch, roots)
-    step.unique_experts = experts.counts()[0]
     # measured where some request may draft, now or once its rest ends (a resting batch of one asks no policy, but
     # its later drafts are priced by what its plain steps reuse: without it, prose's drafts were priced as code's)
-    if step.views or step.resting:
-        follows = runtime.last_routing_step == runtime.steps  # the previous decode step was plain too
-        step.expert_reuse, runtime.last_routing = expert_reuse(
-            runtime.last_routing if follows else {}, [req.rid for req in batch.reqs], experts.token_experts()
-        )
-        runtime.last_routing_step = runtime.steps + 1  # the step count once this step is closed
+    measure = bool(step.views or step.resting)
+    rids = [req.rid for req in batch.reqs]
+    tokens, following, sub, start = [], [], step, time.perf_counter()
+    for j in range(burst):
+        # counted (the policies price what a step read) and kept per request: the share of a token's experts that
+        # the request's next token reuses is what an accepted draft would reuse (`expert_reuse`); one token per
+        # layer is counted without a tensor op (VerifyExperts.counts), the routing hook keeps only references
+        with routing_scope(None, worker.settings.budget_mode) as experts:
+            plain = run_plain_decode(worker.target_worker, batch, roots, offset=j)
+        sub.unique_experts = experts.counts()[0]
+        if measure:
+            follows = j > 0 or runtime.last_routing_step == runtime.steps  # the previous decode step was plain too
+            sub.expert_reuse, runtime.last_routing = expert_reuse(
+                runtime.last_routing if follows else {}, rids, experts.token_experts()
+            )
+        now = time.perf_counter()
+        sub.verify_s += now - start
+        sub.plain = True
+        runtime.count_forward("decode", roots.numel())
+        roots = plain.next_tokens
+        tokens.append(roots)
+        if j + 1 == burst or input_pending():
+            break
+        sub.ended, start = now, now
+        sub = sub.following(now)
+        following.append(sub)
+    if measure:
+        runtime.last_routing_step = runtime.steps + 1 + len(following)  # the step count once all are closed
     else:  # nobody in the batch may draft (hints, step.open): no draft is priced by its reuse, none measured
         runtime.last_routing = {}
-    step.verify_s += time.perf_counter() - start
-    step.plain = True
-    runtime.count_forward("decode", roots.numel())
-    return StepOutput.plain(batch, plain, _stride(worker), worker.speculative_num_draft_tokens)
+    out = StepOutput.plain(batch, plain, tokens, _stride(worker), worker.speculative_num_draft_tokens)
+    out.following = tuple(following)
+    return out
 
 
 def expert_reuse(

@@ -142,7 +142,7 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
 
     shift = {"now": 0}  # experts move by this many ids per step: K - shift of a token's K experts are reused
 
-    def fake_decode(target_worker, batch, roots):  # two MoE layers, token t routed to experts Kt + s .. Kt + s + K - 1
+    def fake_decode(target_worker, batch, roots, offset=0):  # two MoE layers, token t routed to experts Kt + s .. Kt + s + K - 1
         scope = expert_budget._VERIFY.get()
         assert scope is not None
         for layer in (0, 1):
@@ -160,7 +160,7 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
 
     monkeypatch.setattr(verify, "run_plain_decode", fake_decode)
     monkeypatch.setattr(verify, "last_tokens", lambda reqs, device: torch.zeros(len(reqs), dtype=torch.int64))
-    monkeypatch.setattr(verify.StepOutput, "plain", classmethod(lambda cls, *args: None))
+    monkeypatch.setattr(verify.StepOutput, "plain", classmethod(lambda cls, *args: SimpleNamespace()))
     runtime = SimpleNamespace(last_routing={}, last_routing_step=-1, steps=0, count_forward=lambda kind, n: None)
     worker = SimpleNamespace(
         device="cpu",

@@ -83,6 +83,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         process_start="spawn",
         gemm_plan="tune",
         arrival_gather_ms=0.0,
+        plain_burst=1,
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -105,6 +106,8 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         dict(gemm_plan="never"),
         dict(arrival_gather_ms=-1.0),
         dict(arrival_gather_ms=5000.0),
+        dict(plain_burst=0),
+        dict(plain_burst=17),
         dict(default_policy=" "),
     ],
 )

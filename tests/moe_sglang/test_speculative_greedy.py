@@ -111,7 +111,7 @@ def test_dense_draft_runs_directly_and_drafts_as_sglangs_runner(case, plain_outp
         assert a["output_ids"] == b["output_ids"]
         for key in ("spec_verify_ct", "spec_accept_length"):
             assert a["meta_info"][key] == b["meta_info"][key], (key, a["meta_info"][key], b["meta_info"][key])
-    assert sum(out["meta_info"]["spec_accept_length"] > 1.0 for out in direct) > 0, "no draft was ever accepted"
+    assert sum(out["meta_info"]["spec_num_correct_drafts"] > 0 for out in direct) > 0, "no draft was ever accepted"
 
 
 def mixed_steps(url) -> float:
@@ -169,6 +169,8 @@ def test_standalone_judges_its_draft_model_without_a_verify(draft, accepting, pl
         # speculation cannot repay anything on the tiny models (above), so the request rests (no policy asked,
         # nothing drafted or judged for it) before its first judgement and then until each next one is due
         assert stats["num_steps_resting"] >= stats["num_decode_steps"] // 2, stats
+        # resting steps of a batch nobody in may draft run in plain bursts: fewer scheduler steps than decode steps
+        assert out["meta_info"]["spec_verify_ct"] < stats["num_decode_steps"], (out["meta_info"], stats)
         # what its consecutive tokens reuse is measured (its later drafts are priced by it); that resting steps
         # measure it is checked in test_expert_budget_routing.py, where one step can be made to rest
         assert stats["expert_reuse"] is not None, stats

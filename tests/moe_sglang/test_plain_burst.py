@@ -1,0 +1,159 @@
+"""Plain bursts (moe_sglang/plain_burst.py): where nobody in a speculative engine's batch may draft, one step decodes
+up to `plain_burst` tokens per request, bounded by rests, tokens left, reserved KV slots, sampling state and
+arrivals; each forward is a step of its own to the policies and the stats."""
+
+import contextlib
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from moe_sglang import plain_burst, verify
+from moe_sglang.hints import RequestHints
+from moe_sglang.plain_decode import PlainDecode
+from moe_sglang.step import StepInFlight
+
+
+def _req(rid, out=10, max_new=100, allocated=30, committed=20, **flags):
+    return SimpleNamespace(
+        rid=rid,
+        output_ids=[0] * out,
+        sampling_params=SimpleNamespace(max_new_tokens=max_new),
+        kv=SimpleNamespace(kv_allocated_len=allocated, kv_committed_len=committed),
+        return_hidden_states=flags.get("hidden", False),
+        return_sampling_mask=flags.get("mask", False),
+    )
+
+
+def _batch(reqs, logprob=False, grammar=False, penalties=False, custom=False):
+    info = SimpleNamespace(
+        penalizer_orchestrator=SimpleNamespace(is_required=penalties), has_custom_logit_processor=custom
+    )
+    return SimpleNamespace(reqs=reqs, return_logprob=logprob, has_grammar=grammar, sampling_info=info)
+
+
+def _worker(burst=4, draft_tokens=4, resting=None):
+    return SimpleNamespace(
+        settings=SimpleNamespace(plain_burst=burst, budget_mode="truncation"),
+        speculative_num_draft_tokens=draft_tokens,
+        spec_runtime=SimpleNamespace(resting=resting or {}),
+        target_worker=SimpleNamespace(model_runner=SimpleNamespace(watermark_state=None)),
+    )
+
+
+def _step(n, views=(), resting=()):
+    hints = (RequestHints(max_k=0),) * n
+    return StepInFlight(tuple(f"r{i}" for i in range(n)), hints, views, 3, 100, 0.0, resting=resting)
+
+
+def test_a_batch_nobody_may_draft_bursts_to_the_settings_and_row_width():
+    reqs = [_req("r0"), _req("r1")]
+    assert plain_burst.burst_len(_worker(burst=4), _batch(reqs), _step(2)) == 4
+    assert plain_burst.burst_len(_worker(burst=8, draft_tokens=5), _batch(reqs), _step(2)) == 5  # rows of 5
+    assert plain_burst.burst_len(_worker(burst=1), _batch(reqs), _step(2)) == 1  # off
+
+
+def test_a_batch_with_a_request_that_may_draft_steps_one_token():
+    assert plain_burst.burst_len(_worker(), _batch([_req("r0")]), _step(1, views=("a view",))) == 1
+
+
+def test_a_burst_ends_where_the_first_rest_ends_and_within_tokens_left_and_reserved_slots():
+    worker = _worker(burst=4, resting={"r0": 12})  # r0 rests until it has 12 tokens: 2 more
+    batch = _batch([_req("r0", out=10), _req("r1", out=10)])
+    assert plain_burst.burst_len(worker, batch, _step(2, resting=(True, False))) == 2
+    assert plain_burst.burst_len(_worker(), _batch([_req("r0", out=10, max_new=13)]), _step(1)) == 3
+    assert plain_burst.burst_len(_worker(), _batch([_req("r0", allocated=22, committed=20)]), _step(1)) == 2
+    assert plain_burst.burst_len(_worker(), _batch([_req("r0", out=10, max_new=11)]), _step(1)) == 1
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        _batch([_req("r0")], logprob=True),
+        _batch([_req("r0")], grammar=True),
+        _batch([_req("r0")], penalties=True),
+        _batch([_req("r0")], custom=True),
+        _batch([_req("r0", hidden=True)]),
+        _batch([_req("r0", mask=True)]),
+    ],
+    ids=["logprobs", "grammar", "penalties", "custom-logit-processor", "hidden-states", "sampling-mask"],
+)
+def test_sampling_that_reads_per_token_state_steps_one_token(batch):
+    assert plain_burst.burst_len(_worker(), batch, _step(1)) == 1
+
+
+def test_arrivals_are_pending_while_the_socket_or_the_queues_hold_a_request(monkeypatch):
+    socket = SimpleNamespace(events=0)
+    socket.poll = lambda timeout: socket.events
+    scheduler = SimpleNamespace(
+        waiting_queue=[], chunked_req=None, _deferred_input_requests=[], recv_from_tokenizer=socket
+    )
+    monkeypatch.setattr(plain_burst, "_SCHEDULER", None)
+    assert not plain_burst.input_pending()  # nothing watched: no probe
+    plain_burst.watch(scheduler)
+    assert not plain_burst.input_pending()
+    socket.events = 1  # zmq.POLLIN
+    assert plain_burst.input_pending()
+    socket.events = 0
+    scheduler.waiting_queue.append("a request")
+    assert plain_burst.input_pending()
+
+
+def _burst_worker(monkeypatch, pending_after=None):
+    """A worker whose plain forward returns root + 1 for every request, recording each forward's offset and roots."""
+    calls = []
+
+    def fake_decode(target_worker, batch, roots, offset=0):
+        calls.append((offset, roots.tolist()))
+        return PlainDecode(roots + 1, None, False, torch.full((len(batch.reqs),), 20 + offset + 1))
+
+    class Experts:
+        def counts(self):
+            return ((2, 2), 0)
+
+        def token_experts(self):
+            return None
+
+    forwards = []
+    monkeypatch.setattr(verify, "run_plain_decode", fake_decode)
+    monkeypatch.setattr(
+        verify, "last_tokens", lambda reqs, device: torch.tensor([100 * (i + 1) for i in range(len(reqs))])
+    )
+    monkeypatch.setattr(verify, "routing_scope", lambda *a: contextlib.nullcontext(Experts()))
+    monkeypatch.setattr(verify, "input_pending", lambda: pending_after is not None and len(calls) >= pending_after)
+    runtime = SimpleNamespace(
+        last_routing={}, last_routing_step=-1, steps=0, count_forward=lambda kind, n: forwards.append((kind, n))
+    )
+    worker = SimpleNamespace(
+        device="cpu", spec_runtime=runtime, settings=SimpleNamespace(budget_mode="truncation"), target_worker=None,
+        speculative_num_draft_tokens=4,
+    )  # fmt: skip
+    return worker, calls, forwards
+
+
+def test_a_burst_chains_its_forwards_and_reports_each_as_a_step(monkeypatch):
+    worker, calls, forwards = _burst_worker(monkeypatch)
+    batch = SimpleNamespace(reqs=[SimpleNamespace(rid="r0"), SimpleNamespace(rid="r1")], device="cpu",
+                            seq_lens=torch.tensor([20, 20]))  # fmt: skip
+    step = _step(2, resting=(True, True))
+    out = verify.plain_step(worker, batch, step, burst=3)
+    # each forward decodes the token the one before it sampled, one position further
+    assert calls == [(0, [100, 200]), (1, [101, 201]), (2, [102, 202])]
+    assert forwards == [("decode", 2)] * 3
+    rows = out.result.next_token_ids.tolist()
+    assert rows[:3] == [101, 102, 103] and rows[4:7] == [201, 202, 203]
+    assert out.result.accept_lens.tolist() == [3, 3] and out.accepted() == [0, 0]
+    # the later forwards are steps of their own (closed after this one), each timed where it ended
+    assert len(out.following) == 2 and all(s.plain and s.plan is step.plan for s in out.following)
+    assert step.ended is not None and out.following[0].ended is not None and out.following[1].ended is None
+    assert step.ended <= out.following[0].started and out.following[0].resting == (True, True)
+    assert worker.spec_runtime.last_routing_step == 3  # the runtime's step count once the three are closed
+
+
+def test_a_burst_ends_after_the_forward_during_which_a_request_arrived(monkeypatch):
+    worker, calls, _ = _burst_worker(monkeypatch, pending_after=2)
+    batch = SimpleNamespace(reqs=[SimpleNamespace(rid="r0")], device="cpu", seq_lens=torch.tensor([20]))
+    out = verify.plain_step(worker, batch, _step(1), burst=4)
+    assert [offset for offset, _ in calls] == [0, 1]
+    assert out.result.accept_lens.tolist() == [2] and len(out.following) == 1
+    assert out.following[0].ended is None  # the last forward's step closes at its close
