@@ -142,7 +142,9 @@ def test_plain_steps_count_experts_and_measure_each_requests_expert_reuse(monkey
 
     shift = {"now": 0}  # experts move by this many ids per step: K - shift of a token's K experts are reused
 
-    def fake_decode(target_worker, batch, roots, offset=0):  # two MoE layers, token t routed to experts Kt + s .. Kt + s + K - 1
+    def fake_decode(
+        target_worker, batch, roots, offset=0
+    ):  # two MoE layers, token t routed to experts Kt + s .. Kt + s + K - 1
         scope = expert_budget._VERIFY.get()
         assert scope is not None
         for layer in (0, 1):
