@@ -157,3 +157,25 @@ def test_a_burst_ends_after_the_forward_during_which_a_request_arrived(monkeypat
     assert [offset for offset, _ in calls] == [0, 1]
     assert out.result.accept_lens.tolist() == [2] and len(out.following) == 1
     assert out.following[0].ended is None  # the last forward's step closes at its close
+
+
+def test_a_draft_judged_through_a_burst_is_walked_along_each_forwards_token():
+    """NGRAM's unverified drafts (shadow.py) are judged one emitted token per step: a burst's steps each read their own
+    column of the run, so a walk in progress follows the tokens in order."""
+    import numpy as np
+
+    from moe_sglang.ngram_worker import _judge_shadow
+    from moe_sglang.shadow import ShadowDrafts
+    from moe_sglang.verify import DraftTrees
+
+    shadow = ShadowDrafts()
+    n = 4
+    chain = np.tril(np.ones((n, n), dtype=bool))[None]  # root -> 5 -> 6 -> 7
+    trees = DraftTrees(np.array([1, 5, 6, 7]), chain, [3])
+    first = SimpleNamespace(rids=("a",))
+    out = SimpleNamespace(result=SimpleNamespace(next_token_ids=torch.tensor([5, 0, 0, 0])))
+    assert _judge_shadow(shadow, first, [0], trees, out) == ()  # a plain step: the walk starts and matches 5
+    out = SimpleNamespace(result=SimpleNamespace(next_token_ids=torch.tensor([6, 9, 0, 0])))  # a burst of two
+    assert _judge_shadow(shadow, first, [0], DraftTrees.nothing(1), out, column=0) == ()  # 6 matches
+    (judged,) = _judge_shadow(shadow, first, [0], DraftTrees.nothing(1), out, column=1)  # 9 is not 7
+    assert (judged.k, judged.accepted) == (3, 2)
