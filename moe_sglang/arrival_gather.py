@@ -115,14 +115,18 @@ class Gatherer:
 def _idle(scheduler) -> bool:
     """Nothing running, queued, just prefilled or half-prefilled: the next prefill is planned from what arrives now.
     (A request prefilled in the last iteration is in neither the queue nor the running batch until the next batch is
-    planned: the last batch holds it.)"""
-    return (
-        scheduler.last_batch is None
-        and not scheduler.waiting_queue
-        and scheduler.running_batch.is_empty()
-        and scheduler.chunked_req is None
-        and not scheduler._deferred_input_requests
-    )
+    planned: the last batch holds it.) Requests that have finished count as gone: SGLang drops them from its
+    batches only when it plans the next one, so in the receive right after a batch's last step the running batch
+    and the last batch still hold them, and a burst sent as soon as the previous one ended (a benchmark's next wave)
+    would otherwise be received as a busy engine receives, prefilling whatever part of it has come in."""
+    if scheduler.waiting_queue or scheduler.chunked_req is not None or scheduler._deferred_input_requests:
+        return False
+    return _finished(scheduler.last_batch) and _finished(scheduler.running_batch)
+
+
+def _finished(batch) -> bool:
+    """No batch, or every request of it finished."""
+    return batch is None or batch.is_empty() or all(req.finished() for req in batch.reqs)
 
 
 def _generations(received) -> int:

@@ -531,6 +531,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "sglang.srt.managers.scheduler.Scheduler._deferred_input_requests", "attribute", "idle: no input held back"
     ),
     Touchpoint("sglang.srt.managers.schedule_batch.ScheduleBatch.is_empty", "call", "idle: nothing running", "(self)"),
+    Touchpoint("sglang.srt.managers.schedule_batch.ScheduleBatch.reqs", "attribute", "idle: its requests finished"),
     Touchpoint(
         "sglang.srt.managers.scheduler.Scheduler.recv_from_tokenizer", "attribute", "plain bursts: arrivals pending"
     ),

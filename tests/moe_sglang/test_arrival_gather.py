@@ -21,9 +21,18 @@ class Clock:
         self.t += s
 
 
+class Req:
+    def __init__(self, done: bool = False) -> None:
+        self.done = done
+
+    def finished(self) -> bool:
+        return self.done
+
+
 class Batch:
     def __init__(self, n: int = 0) -> None:
         self.n = n
+        self.reqs = [Req() for _ in range(n)]
 
     def is_empty(self) -> bool:
         return self.n == 0
@@ -62,6 +71,13 @@ class Scheduler:
 
     def finish(self) -> None:
         self.last_batch, self.running_batch = None, Batch()
+
+    def last_step_done(self) -> None:
+        """The running batch's requests finished in the last step: SGLang drops them when it plans the next batch,
+        so until then the last and the running batch still hold them."""
+        for req in self.running_batch.reqs:
+            req.done = True
+        self.last_batch = self.running_batch
 
 
 def request() -> TokenizedGenerateReqInput:
@@ -158,3 +174,24 @@ def test_a_batch_request_counts_each_of_its_requests():
 def test_the_window_must_be_positive():
     with pytest.raises(ValueError, match="window"):
         Gatherer(0.0)
+
+
+def test_a_burst_sent_as_the_last_one_finishes_is_still_gathered():
+    """The next wave of a benchmark arrives in the receive right after the previous wave's last step, while SGLang's
+    batches still hold its finished requests: the engine is idle, and the burst is received whole."""
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(100.0, clock=clock, sleep=clock.sleep)
+    burst = [0.0, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09]
+    wave(gatherer, scheduler, 1.0, burst)
+    scheduler.running_batch = Batch(8)
+    scheduler.last_step_done()
+    clock.t = 5.0
+    send(scheduler, 5.0, burst)
+    received = ingest(gatherer, scheduler)
+    assert len(received) == 8 and gatherer.gathered == 1
+    # requests still decoding: busy, one receive
+    scheduler.running_batch, scheduler.last_batch = Batch(2), None
+    scheduler.running_batch.reqs[0].done = True
+    send(scheduler, clock.t, [0.0])
+    receives = scheduler.receives
+    assert len(ingest(gatherer, scheduler)) == 1 and scheduler.receives - receives == 1
