@@ -66,8 +66,9 @@ GEMM_PLAN = ("cached", "tune")
 
 # The window of moe_sglang/arrival_gather.py (milliseconds): requests arriving within it after one that reached an idle
 # engine count as one burst, and an idle engine whose last arrival was a burst waits at most this long for the next
-# burst to be complete; 0 = never wait, SGLang's own receiving (kept for comparisons).
-ARRIVAL_GATHER_MS = 100.0
+# burst to be complete; 0 = never wait, SGLang's own receiving (kept for comparisons). 250: a burst of 8 was seen to
+# take up to 156 ms to arrive (100 ms split waves: arrival_gather.py).
+ARRIVAL_GATHER_MS = 250.0
 
 # The most plain decode forwards one scheduler step of a speculative engine runs for a batch in which no request may
 # draft (plain_burst.py); 1 = one token per step, as SGLang's engines decode.
