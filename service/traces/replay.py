@@ -158,7 +158,7 @@ async def _send(
         output_tokens=stream.completion_tokens if stream.completion_tokens is not None else len(times),
         prompt_tokens=stream.prompt_tokens,
         error=error,
-        spec=stream.spec or stream.spec_from_summary(),
+        spec=stream.spec_record(),
     )
 
 
@@ -172,6 +172,12 @@ class _StreamState:
         self.spec: dict | None = None
         self.summary: dict | None = None  # moe-serve's metrics.speculative_decoding, when returned
         self.error: str | None = None
+
+    def spec_record(self) -> dict | None:
+        """The request's speculation fields: from moe-serve's summary where it came, else SGLang's. SGLang's verify
+        count is of scheduler steps, and a plain burst of moe-serve's speculative engines (moe_sglang/plain_burst.py)
+        decodes several tokens of no draft in one, which SGLang's accept length would count as accepted."""
+        return self.spec_from_summary() or self.spec
 
     def spec_from_summary(self) -> dict | None:
         """SGLang's per-request fields from moe-serve's summary: verify steps are decode steps, accept length is

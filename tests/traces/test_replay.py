@@ -102,3 +102,7 @@ def test_stats_through_the_moe_serve_gateway_map_to_sglangs_fields():
     ):
         stream.feed(f"data: {json.dumps(chunk)}".encode(), 0.0)
     assert stream.spec is None and stream.spec_from_summary() == {"spec_verify_ct": 4, "spec_accept_length": 2.5}
+    assert stream.spec_record() == {"spec_verify_ct": 4, "spec_accept_length": 2.5}
+    sglang = {"choices": [], "sglext": {"spec_tokens_details": {"spec_verify_ct": 2, "spec_accept_length": 5.0}}}
+    stream.feed(f"data: {json.dumps(sglang)}".encode(), 0.0)
+    assert stream.spec is not None and stream.spec_record()["spec_verify_ct"] == 4  # moe-serve's count first
