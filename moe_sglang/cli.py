@@ -111,8 +111,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--plain-burst",
         type=int,
         default=EngineSettings().plain_burst,
-        help="speculative engines: where no request of the batch may draft (K capped at 0 by its hints or resting), one "
-        "scheduler step decodes up to this many tokens per request, one plain forward each, ending early when a "
+        help="speculative engines: where no request of the batch may draft (K capped at 0 by its hints or resting), "
+        "one scheduler step decodes up to this many tokens per request, one plain forward each, ending early when a "
         "request arrives (1 = one token a step, as SGLang decodes)",
     )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
