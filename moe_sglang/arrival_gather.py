@@ -8,7 +8,8 @@ in turn; a burst of 8 from a thread pool spread over 20-80 ms here, the first ga
 moe-fine x48 engines in the thirty-ninth session, where a 100 ms window split waves 6 + 2, 3 + 5, 4 + 4). An idle
 scheduler plans a prefill with whatever has arrived when it looks, so it prefills the first request alone and the
 rest of the burst one prefill later, while the first request, its first token already sent, waits for that second
-prefill before its next token. Seen in the engine logs of the deciding benchmark's batch-8 waves without this (moe-fine x48, 2026-11-29):
+prefill before its next token. Seen in the engine logs of the deciding benchmark's batch-8 waves without this
+(moe-fine x48, 2026-11-29):
 `Prefill batch, #new-seq: 1` then `#new-seq: 7` ~1.5 s later, which a request's time per output token (TPOT, after its
 first token) carries: 1.5 s over 31 tokens is 48 ms per token for the first request, ~6 ms on the wave's mean, most of
 the distance between a synchronous engine's batch-8 TPOT and that of SGLang's overlap scheduler, which sends a first token
