@@ -50,7 +50,7 @@ class StepOutput:
         bs, run = len(batch.reqs), len(tokens)
         accept_lens = torch.full((bs,), run, dtype=torch.int32, device=batch.device)
         rows = torch.zeros(bs, stride, dtype=torch.int32, device=batch.device)
-        rows[:, :run] = tokens[0].unsqueeze(1) if run == 1 else torch.stack(tokens, dim=1)
+        rows[:, :run] = torch.stack(tokens, dim=1)
         result = step_result(
             plain.logits_output,
             rows.reshape(-1),

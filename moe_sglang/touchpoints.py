@@ -211,18 +211,17 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         "a plain burst's tokens are none of them drafts (plain_burst.py)",
     ),
     # what bounds a plain burst (plain_burst.py): the slots reserved for the step, sampling without per-token state
-    Touchpoint("sglang.srt.managers.schedule_batch.ReqKvInfo.kv_allocated_len", "attribute", "slots reserved"),
-    Touchpoint("sglang.srt.managers.schedule_batch.ReqKvInfo.kv_committed_len", "attribute", "slots committed"),
-    Touchpoint("sglang.srt.managers.schedule_batch.Req.kv", "attribute", "a request's KV bookkeeping"),
-    Touchpoint("sglang.srt.managers.schedule_batch.Req.return_hidden_states", "attribute", "hidden states asked"),
-    Touchpoint("sglang.srt.managers.schedule_batch.Req.return_sampling_mask", "attribute", "sampling mask asked"),
-    Touchpoint(
-        "sglang.srt.sampling.sampling_batch_info.SamplingBatchInfo.penalizer_orchestrator", "attribute", "penalties"
-    ),
-    Touchpoint(
-        "sglang.srt.sampling.sampling_batch_info.SamplingBatchInfo.has_custom_logit_processor",
-        "attribute",
-        "custom logit processors",
+    *(
+        Touchpoint(f"sglang.srt.{owner}.{name}", "attribute", "what bounds a plain burst")
+        for owner, names in (
+            ("managers.schedule_batch.ReqKvInfo", ("kv_allocated_len", "kv_committed_len")),
+            ("managers.schedule_batch.Req", ("kv", "return_hidden_states", "return_sampling_mask")),
+            (
+                "sampling.sampling_batch_info.SamplingBatchInfo",
+                ("penalizer_orchestrator", "has_custom_logit_processor"),
+            ),
+        )
+        for name in names
     ),
     Touchpoint(
         f"{_SPEC}.ragged_verify.RaggedVerifyLayout.from_verify_lens",

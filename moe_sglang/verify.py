@@ -55,7 +55,7 @@ def plain_step(worker, batch, step: StepInFlight, burst: int = 1) -> StepOutput:
     # measured where some request may draft, now or once its rest ends (a resting batch of one asks no policy, but
     # its later drafts are priced by what its plain steps reuse: without it, prose's drafts were priced as code's)
     measure = bool(step.views or step.resting)
-    rids = [req.rid for req in batch.reqs]
+    rids = [req.rid for req in batch.reqs] if measure else None
     tokens, following, sub, start = [], [], step, time.perf_counter()
     for j in range(burst):
         # counted (the policies price what a step read) and kept per request: the share of a token's experts that

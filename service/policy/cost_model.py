@@ -51,10 +51,9 @@ from service.policy.least_squares import fit_nonnegative
 from service.policy.moesd import expected_experts, routing_events
 from service.policy.step_calibration import Calibration
 
-# Speculative steps from which verify_extra is the fit's alone (refit; before, in proportion to their count). On the
-# CPU engine (moe-fine x48, STANDALONE, AMD EPYC with AVX-512) the two verifies of one code request, fitted alone, set it to 4.9 ms a request (a 15 ms
-# plain step): no later judgement could pay at the hoped-for acceptance, nothing speculated again, so nothing
-# corrected it, and prose, whose drafts pay 27 % at a static K = 4 there, never speculated after a code request.
+# Speculative steps fitted from which verify_extra (informed by speculative steps only) is the fit's alone; before, it
+# counts in proportion. On the CPU engine (moe-fine x48, STANDALONE, AVX-512) two code verifies alone set it to 4.9 ms a
+# request (15 ms plain step): no later judgement paid, so nothing corrected it and prose never speculated after code.
 EXTRA_TRUST_STEPS = 8
 
 
@@ -361,12 +360,9 @@ class StepTimeModel:
         draft = tuple(scale * c for c in (p.per_draft_step, p.per_draft_token, p.per_backlog_token))
         if self._verify_rows:
             verify = fit_nonnegative(self._verify_rows, verify, self._ridge)
-            # verify_extra is the one coefficient only the speculative steps inform (its feature is 0 on plain
-            # steps): with a few of them it takes up whatever their residuals are, so until EXTRA_TRUST_STEPS of
-            # them are fitted it is taken in proportion to their count, the rest from the prior
-            spec = sum(1 for row, _ in self._verify_rows if row[1] > 0)
-            trust = min(spec / EXTRA_TRUST_STEPS, 1.0)
-            verify = (verify[0], p.verify_extra + trust * (verify[1] - p.verify_extra), *verify[2:])
+            spec = sum(1 for row, _ in self._verify_rows if row[1] > 0)  # trusted in proportion: EXTRA_TRUST_STEPS
+            extra = p.verify_extra + min(spec / EXTRA_TRUST_STEPS, 1.0) * (verify[1] - p.verify_extra)
+            verify = (verify[0], extra, *verify[2:])
         if self._draft_rows:
             draft = fit_nonnegative(self._draft_rows, draft, self._ridge)
         elif self._verify_rows and not self._drafted:
