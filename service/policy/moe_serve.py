@@ -96,10 +96,10 @@
   resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
            engine keeps it at K = 0 without drafting for it, judging it or showing it to a policy as a request that
            may draft, and a batch of resting requests takes the plain step that asks no policy at all. A judged
-           request (STANDALONE) rests until its next judgement is due (at most `max_rest` steps at a time after its
-           first), before its first one (judged_first) or where its drafts could not pay at the rejudging bound (or
-           its first judgement was declined); one whose draft is in hand (NGRAM) rests where its latest
-           judged or verified draft was rejected and a full-depth draft could not pay at that bound, 1, 2, 4 ...
+           request (STANDALONE) at K = 0 rests until its next judgement is due (at most `max_rest` steps at a time
+           after its first): nothing about its drafts is measured between judgements; one whose draft is in hand
+           (NGRAM) rests where its latest judged or verified draft was rejected and a full-depth draft could not pay
+           at an optimistic bound on its measured acceptance (rejudging_could_pay's), 1, 2, 4 ...
            `max_rest` steps, the back-off reset by an accepted draft. Without it such a request paid its lookup,
            judgement and the policy every step: in the CPU engine (NGRAM, moe-fine x48, math at batch 1) 0.2-0.26 ms
            of lookups and 0.6-0.9 ms of step work against 0.26 ms at a K = 0 hint, per ~16 ms step, 1.04-1.06x the

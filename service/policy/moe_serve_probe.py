@@ -235,12 +235,14 @@ def rests(
 ) -> tuple[int, ...]:
     """Decision.rest_until (moe_serve.py's docstring, resting): of the requests `waiting` at K = 0 this step, those
     whose next steps nothing would change rest. A request judged by the engine (STANDALONE) rests until its next
-    judgement is due where it cannot speculate before then: not judged yet (`judged_first`), its first judgement
-    declined, or its drafts unable to pay at an optimistic bound on what it measured (after its first judgement at
-    most `max_rest` steps at a time); its back-off counter moves on by the steps it rests. A request whose draft is in hand (NGRAM) rests where its latest judged or verified draft
-    was rejected and its drafts could not pay at that bound with a draft of full depth, for 1, 2, 4, ... `max_rest`
-    steps, the back-off reset by an accepted draft or a step where it could pay: each step it does not rest, its
-    draft is looked up and judged again."""
+    judgement is due (after its first judgement at most `max_rest` steps at a time): at K = 0 nothing about its
+    drafts is measured between judgements, where its drafts could pay at an optimistic bound too (in the CPU engine's
+    STANDALONE prose cells, moe-fine x48 batch 1, such requests took single plain steps between judgements, 10 of
+    a 31-token request's, where resting bursts them); its back-off counter moves on by the steps it rests. A
+    request whose draft is in hand (NGRAM) rests where its latest judged or verified draft was rejected and its
+    drafts could not pay at an optimistic bound on its measured acceptance with a draft of full depth, for 1, 2, 4,
+    ... `max_rest` steps, the back-off reset by an accepted draft or a step where it could pay: each step it does
+    not rest, its draft is looked up and judged again."""
     if self.max_rest == 0 or (not waiting and not self._rest_until):
         return ()
     reqs = batch.requests
@@ -254,9 +256,7 @@ def rests(
                 if not self.judged_first or self.accept.observed(rid) > 0:
                     continue
                 steps = self.judge_after - r.tokens_so_far - 1
-            else:
-                if rid not in self._unjudged and could_pay(self, i, probs, caps, k_cap, batch):
-                    continue
+            else:  # nothing measured between its judgements: its K stays 0 until the next one, where it could pay too
                 steps = self._interval[rid] - self._idle.get(rid, 0) - 1
                 steps = min(steps, self.max_rest)
                 self._idle[rid] = self._idle.get(rid, 0) + max(steps, 0)

@@ -469,7 +469,8 @@ def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
     the whole of moe-serve's loss there); once it has emitted `judge_after` tokens it is judged, and what the
     judgement found decides (not the acceptance earlier requests left, judged_first): the request whose drafts
     match speculates, the other stays at K = 0 and is judged again after the back-off interval, which doubles
-    (drafting runs for the first anyway, so its drafts could pay at an optimistic bound on what it measured)."""
+    (drafting runs for the first anyway, so its drafts could pay at an optimistic bound on what it measured); in
+    between it rests, since nothing about its drafts is measured at K = 0."""
     policy = cpu_like(0.9)  # requests before found drafts that pay; these two wait for their own judgement anyway
     for t in range(1, policy.judge_after):
         d = policy.decide(judged_batch(t))
@@ -482,13 +483,16 @@ def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
     policy.observe(replace(stats([0, 0], [0, 0], 0.03), shadow=shadow, plain=True))
     view = judged_batch(policy.judge_after + 1)
     view = replace(view, requests=tuple(replace(r, draft_backlog=0) for r in view.requests))  # caught up by the judge
-    judged_again = []
+    judged_again, awake, rest_end = [], [], 0
     for step in range(12):
-        d = policy.decide(view)
+        d = policy.decide(emitted(view, step))
         assert d.requests[0].k > 0 and d.requests[1].k == 0, step
         judged_again += [step] * ("r1" in d.judge)
+        awake += [step] * (step >= rest_end)
+        rest_end = d.rest_until[1] - view.requests[1].tokens_so_far if d.rest_until else 0
         assert "r0" not in d.judge
     assert judged_again == [3, 11]  # after judge_after = 4 steps at K = 0, then after 8
+    assert awake == [0, 3, 4, 9, 11]  # in between it rests, at most max_rest = 4 steps at a time
 
 
 def emitted(view: BatchView, steps: int) -> BatchView:
