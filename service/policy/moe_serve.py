@@ -131,7 +131,7 @@ from __future__ import annotations
 
 from service.policy.acceptance import AcceptanceTracker
 from service.policy.base import plan
-from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
+from service.policy.cost_model import StepTimeModel
 from service.policy.moe_serve_allocate import allocate, chains_of, objective, step_time
 from service.policy.moe_serve_observe import drafted_probs, observe, priced_for
 from service.policy.moe_serve_probe import (
@@ -147,6 +147,7 @@ from service.policy.moe_serve_probe import (
 from service.policy.moe_serve_terms import life_cap
 from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
+from service.policy.step_coefficients import MoeShape, StepCoefficients
 from service.policy.types import BatchView, Decision
 
 # seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps

@@ -5,9 +5,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.policy.cost_model import MoeShape, StepCoefficients, StepTimeModel
+from service.policy.cost_model import StepTimeModel
 from service.policy.expert_routing import SplitAffinity
 from service.policy.moesd import expected_experts, routing_events, saturation_tokens, speedup, target_efficiency
+from service.policy.step_coefficients import MoeShape, StepCoefficients
 
 
 @pytest.mark.parametrize(
