@@ -1,9 +1,10 @@
-"""Scratch A/B (fortieth session; the change was reverted after it, bench/results/trace-s40/README.md): the cost model's error where a batch size's speculative steps are priced by its
-plain steps' ratio (StepTimeModel.error: |log ratio| until they are calibrated; before, none, so moe-serve's margin
-was MIN_MARGIN's 1 %). Two speculative engines of one drafter up together on moe-fine x48, fresh (PYTHONPATH per
-engine: OLD = the code before, NEW = with it), one wave of BATCH held-out prompts per task x 32 tokens sent together,
-tasks in the deciding bench's order (code, math, prose), engines and variants rotated per round: each engine under
-moe-serve and at the K = 0 hint (the engine's own floor; moe-serve / K = 0 cancels the engine instance's speed).
+"""Scratch A/B (fortieth session; the change was reverted after it, bench/results/trace-s40/README.md): the cost
+model's error where a batch size's speculative steps are priced by its plain steps' ratio (StepTimeModel.error:
+|log ratio| until they are calibrated; before, none, so moe-serve's margin was MIN_MARGIN's 1 %). Two speculative
+engines of one drafter up together on moe-fine x48, fresh (PYTHONPATH per engine: OLD = the code before, NEW = with
+it), one wave of BATCH held-out prompts per task x 32 tokens sent together, tasks in the deciding bench's order (code,
+math, prose), engines and variants rotated per round: each engine under moe-serve and at the K = 0 hint (the engine's
+own floor; moe-serve / K = 0 cancels the engine instance's speed).
 usage: python ab.py DRAFTER ROUNDS OLD_PATH NEW_PATH [BATCH] -> ab-DRAFTER.json"""
 
 import contextlib
