@@ -1,7 +1,7 @@
 """Scratch trace (fortieth session): moe-serve's per-request stats on a deciding engine (moe-fine x48) for one wave of
 BATCH requests sent together (as bench.policies' batch-8 cells do, 32 tokens each), per task: SGLang's scheduler steps
 (spec_verify_ct) against moe-serve's decode steps, resting steps, speculative steps, accepted drafts, judged positions.
-usage: python bench/results/trace-s40/trace_batch.py DRAFTER [BATCH] [TASKS] [POLICY] [WAVES] -> printed rows"""
+usage: python bench/results/trace-s40/trace_batch.py DRAFTER [BATCH] [TASKS] [POLICY|k0] [WAVES] -> printed rows"""
 
 import json
 import os
@@ -25,6 +25,7 @@ BATCH = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 TASKS = sys.argv[3].split(",") if len(sys.argv) > 3 else ["code", "math", "prose"]
 POLICY = sys.argv[4] if len(sys.argv) > 4 else "moe-serve"
 WAVES = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+HINTS = {"policy": "static", "max_k": 0} if POLICY == "k0" else {"policy": POLICY}  # k0: bench.policies' K0 hint
 setup = deciding_setup()
 model = timed_model(setup)
 prompts = as_token_ids(prompt_sets(BATCH, 600), model, 128)
@@ -38,7 +39,7 @@ def one(url: str, p: list[int]) -> dict:
             "max_new_tokens": 32,
             "temperature": 0,
             "ignore_eos": True,
-            "custom_params": {"moe_serve": {"policy": POLICY}},
+            "custom_params": {"moe_serve": HINTS},
         },
     }
     return httpx.post(f"{url}/generate", json=body, timeout=900).json()["meta_info"]
