@@ -89,6 +89,9 @@ HINTED = (
     Variant("moe-serve", {"policy": "moe-serve"}),
 )
 POLICY_NAMES = (BASELINE, *(v.name for v in HINTED))
+# Not a policy and not in the default run: the drafter engine with every request at K = 0 (issue 14's floor), for
+# development runs that separate a cell's K = 0 floor from what a policy decided there (`--policies k0,moe-serve`).
+FLOOR = Variant("k0", {"policy": "static", "max_k": 0})
 
 
 def speculation(drafter: str, setup: DecidingSetup) -> SpeculationConfig:
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--policies",
         default=",".join(v.name for v in HINTED),
-        help="the policies besides none (a development run; the goals need all of them)",
+        help="the policies besides none (a development run; the goals need all of them); k0 = the drafter engine at K = 0",
     )
     parser.add_argument(
         "--quick",
@@ -176,10 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     setup = setup_from_args(args)
     tasks = [MIXED] if args.quick else [t for t in args.tasks.split(",") if t]
     chosen = [p for p in args.policies.split(",") if p]
-    unknown = set(chosen) - {v.name for v in HINTED}
+    choices = (*HINTED, FLOOR)
+    unknown = set(chosen) - {v.name for v in choices}
     if unknown:
-        parser.error(f"unknown --policies {sorted(unknown)}; choose from {[v.name for v in HINTED]}")
-    hinted = [v for v in HINTED if v.name in chosen]
+        parser.error(f"unknown --policies {sorted(unknown)}; choose from {[v.name for v in choices]}")
+    hinted = [v for v in choices if v.name in chosen]
     batches = (2,) if args.quick else (1, args.batch)
     tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
     baselines = 1 if args.quick else 2  # none (and none-sync)

@@ -115,6 +115,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "one scheduler step decodes up to this many tokens per request, one plain forward each, ending early when a "
         "request arrives (1 = one token a step, as SGLang decodes)",
     )
+    parser.add_argument(
+        "--step-log",
+        default="",
+        metavar="PATH",
+        help="speculative engines: append one JSON line per decode step to PATH (timing, K, drafts verified and "
+        "accepted, resting; moe_sglang/step_log.py), for finding where a request's time goes; off by default",
+    )
     parser.add_argument("sglang_args", nargs=argparse.REMAINDER, help="after --: passed to SGLang unchanged")
 
 
@@ -151,6 +158,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             gemm_plan=args.gemm_plan,
             arrival_gather_ms=args.arrival_gather_ms,
             plain_burst=args.plain_burst,
+            step_log=args.step_log,
         ),
         extra_args=extra,
     )

@@ -87,6 +87,7 @@ ENV = {
     "gemm_plan": "MOE_SERVE_GEMM_PLAN",
     "arrival_gather_ms": "MOE_SERVE_ARRIVAL_GATHER_MS",
     "plain_burst": "MOE_SERVE_PLAIN_BURST",
+    "step_log": "MOE_SERVE_STEP_LOG",
 }
 
 
@@ -104,6 +105,7 @@ class EngineSettings:
     gemm_plan: str = "cached"  # GEMM_PLAN
     arrival_gather_ms: float = ARRIVAL_GATHER_MS  # window of a burst of arrivals at an idle engine; 0 = off
     plain_burst: int = PLAIN_BURST  # plain decode forwards per step where nobody may draft; 1 = off
+    step_log: str = ""  # JSON-lines file the scheduler appends every decode step to (step_log.py); "" = none
 
     def __post_init__(self) -> None:
         if self.budget_mode not in BUDGET_MODES:
@@ -153,6 +155,7 @@ class EngineSettings:
             ENV["gemm_plan"]: self.gemm_plan,
             ENV["arrival_gather_ms"]: repr(float(self.arrival_gather_ms)),
             ENV["plain_burst"]: str(int(self.plain_burst)),
+            ENV["step_log"]: self.step_log,
         }
 
     @classmethod
@@ -172,4 +175,5 @@ class EngineSettings:
             gemm_plan=env.get(ENV["gemm_plan"]) or defaults.gemm_plan,
             arrival_gather_ms=float(env.get(ENV["arrival_gather_ms"]) or defaults.arrival_gather_ms),
             plain_burst=int(env.get(ENV["plain_burst"]) or defaults.plain_burst),
+            step_log=env.get(ENV["step_log"], ""),
         )

@@ -21,6 +21,7 @@ from moe_sglang.metrics import SpecMetrics
 from moe_sglang.policies import PolicySet, StepPlan
 from moe_sglang.request_stats import RequestStatsBook
 from moe_sglang.settings import EngineSettings
+from moe_sglang.step_log import StepLog
 from service.policy import RequestStepStats, RequestView, ShadowOutcome, StepStats
 
 logger = logging.getLogger(__name__)
@@ -101,9 +102,11 @@ class SpecRuntime:
     # rid -> the output length at which its rest ends (StepPlan.rest_until): until then it steps as if its hints
     # capped K at 0, so it is not drafted for, judged or shown to a policy as a request that may draft
     resting: dict[str, int] = field(default_factory=dict)
+    step_log: StepLog | None = field(init=False)  # settings.step_log's file, if set
 
     def __post_init__(self) -> None:
         self.policies = PolicySet(self.model_shape, self.settings.policy_params)
+        self.step_log = StepLog(self.settings.step_log) if self.settings.step_log else None
         self.metrics = SpecMetrics.if_enabled()
         if self.metrics is not None:  # a response leaves after the metrics of its steps are written
             self.request_stats.on_finish.append(self.metrics.flush)
@@ -204,6 +207,8 @@ class SpecRuntime:
         if self.metrics is not None:
             tenants = [h.tenant for h in step.hints]
             self.metrics.record(list(plan.policies), tenants, stats, step.dropped_experts, plan.ks)
+        if self.step_log is not None:
+            self.step_log.write(step, stats, plan, verified, [r.accepted for r in requests])
         self.steps += 1
         self.last = stats
         return stats

@@ -84,6 +84,7 @@ def test_settings_round_trip_through_the_environment_and_reach_the_policy():
         gemm_plan="tune",
         arrival_gather_ms=0.0,
         plain_burst=1,
+        step_log="/tmp/steps.jsonl",
     )
     assert EngineSettings.from_env(settings.to_env()) == settings
     assert EngineSettings.from_env({}) == EngineSettings()
@@ -206,3 +207,23 @@ def test_a_resting_request_steps_as_if_capped_at_k0_until_its_rest_ends(monkeypa
     assert lone.views == () and runtime.plan(lone).ks == (0,)  # nobody may draft: no policy asked
     reqs[0].output_ids = [1] * 5
     assert runtime.open(reqs, max_k=3).ceilings() == [3, 3] and "a" not in runtime.resting
+
+
+def test_the_step_log_has_a_line_per_closed_step(tmp_path):
+    """EngineSettings.step_log: every closed step appends its timing and decisions (moe_sglang/step_log.py)."""
+    from moe_sglang.step import SpecRuntime
+    from moe_sglang.step_log import read
+
+    path = tmp_path / "steps.jsonl"
+    runtime = SpecRuntime(EngineSettings(step_log=str(path)), SHAPE)
+    reqs = [_Req("a", {"moe_serve": {"policy": "static", "max_k": 2}}), _Req("b", {"moe_serve": {"max_k": 0}})]
+    for accepted in (1, 2):
+        step = runtime.open(reqs, max_k=3)
+        runtime.plan(step)
+        runtime.close(step, [2, 0], [accepted, 0])
+    lines = read(path)
+    assert [(x["rids"], x["k"], x["verified"], x["accepted"]) for x in lines] == [
+        (["a", "b"], [2, 0], [2, 0], [a, 0]) for a in (1, 2)
+    ]
+    assert all(x["start"] <= x["end"] and not x["plain"] and x["resting"] == 0 for x in lines)
+    assert SpecRuntime(EngineSettings(), SHAPE).step_log is None  # off by default

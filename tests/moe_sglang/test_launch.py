@@ -122,7 +122,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
         ["engine", "--default-policy", "cascade", "--verify-layout", "rectangular", "--budget-mode", "substitution"]
         + ["--cpu-attention", "loop", "--cpu-gemm", "linear", "--draft-forward", "sglang", "--target-forward", "sglang"]
         + ["--process-start", "spawn", "--gemm-plan", "tune", "--arrival-gather-ms", "25"]
-        + ["--plain-burst", "2"]
+        + ["--plain-burst", "2", "--step-log", "/tmp/steps.jsonl"]
     )
     config = args._module.engine_config(args)
     assert config.settings == EngineSettings(
@@ -137,6 +137,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
         gemm_plan="tune",
         arrival_gather_ms=25.0,
         plain_burst=2,
+        step_log="/tmp/steps.jsonl",
     )
     env = server_env(config, base={})
     assert EngineSettings.from_env(env) == config.settings, "the scheduler process reads back what the CLI set"

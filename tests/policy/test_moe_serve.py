@@ -877,6 +877,65 @@ def test_a_request_whose_drafts_cannot_pay_rests_longer_each_time():
     assert ngram_steps(off, lambda step: 0) == [(s, 0) for s in range(24)]  # asked every step
 
 
+def ngram_batch_steps(policy, outcomes, steps=24):
+    """`ngram_steps` for a batch of two requests (n0, n1) decoding together: a step in which both rest is a plain
+    burst step that asks no policy (moe_sglang/plain_burst.py); `outcomes(step, i)`: drafts of 4 that request i's
+    judged draft matched. Returns the steps at which the policy was asked."""
+    asked, until = [], [0, 0]
+    for step in range(steps):
+        if step < min(until):
+            policy.observe(replace(stats([0, 0], [0, 0], 0.06, prefix="n"), plain=True))
+            continue
+        view = drafted(2, depth=4, prefix="n")
+        view = replace(view, requests=tuple(replace(r, tokens_so_far=step, tokens_left=99) for r in view.requests))
+        awake = [i for i in (0, 1) if step >= until[i]]  # the others rest: not looked up or judged
+        d = policy.decide(view)
+        ks = [r.k for r in d.requests]
+        asked.append(step)
+        until = list(d.rest_until) if d.rest_until else [0, 0]
+        shadow = tuple(
+            ShadowOutcome(f"n{i}", 4, min(outcomes(step, i) + 1, 4), outcomes(step, i)) for i in awake if ks[i] == 0
+        )
+        policy.observe(replace(stats(ks, [0, 0], 0.06 + 0.01 * sum(ks), prefix="n"), shadow=shadow))
+    return asked
+
+
+def test_rests_in_a_batch_end_together():
+    """Two requests whose judged drafts are rejected, the second from step 3 on (its first drafts matched): their
+    back-offs start at different steps, and each new rest is lengthened to end with the other's, so that steps in
+    which both rest (plain bursts, no policy, no lookup) come; without it the staggered back-offs leave fewer."""
+
+    def outcomes(step, i):
+        return 4 if i == 1 and step < 3 else 0
+
+    aligned = ngram_batch_steps(cpu_like(0.5), outcomes)
+    apart = cpu_like(0.5)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("service.policy.moe_serve_probe.align_rests", lambda *a: None)
+        apart_asked = ngram_batch_steps(apart, outcomes)
+    assert len(aligned) < len(apart_asked)
+    later = [s for s in aligned if s >= 8]
+    assert later and all(b - a == cpu_like(0.5).max_rest + 1 for a, b in zip(later, later[1:], strict=False))
+
+
+def test_a_request_declining_its_drafts_rests_with_a_resting_batch():
+    """A request with its draft in hand at K = 0 whose latest judged draft was accepted does not rest on its own;
+    where every other request of its batch rests past this step, it rests with them until the first of their rests
+    ends (a plain burst needs the whole batch at rest), and not where one of them is awake."""
+    from service.policy.moe_serve_probe import rests
+
+    policy = cpu_like(0.5)
+    view = drafted(2, depth=4, prefix="n")
+    t = 10
+    view = replace(view, requests=tuple(replace(r, tokens_so_far=t, tokens_left=99) for r in view.requests))
+    policy._hit["n1"] = True
+    policy._rest_until["n0"] = t + 1 + 3  # n0 rests this step and the next 3
+    until = rests(policy, [1], [0, 0], [[0.9] * 4, [0.9] * 4], [0, 4], 4, view)
+    assert until == (t + 4, t + 4)
+    policy._rest_until = {"n0": t}  # n0's rest has ended: n1 stays awake
+    assert rests(policy, [1], [0, 0], [[0.9] * 4, [0.9] * 4], [4, 4], 4, view) == ()
+
+
 def test_an_accepted_draft_ends_the_back_off():
     """A text that turns predictable: its first accepted judgement comes at most max_rest steps late, and from then
     on it is judged every step, as without rests (there it speculated 4 steps after its drafts began to match; here
