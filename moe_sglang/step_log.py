@@ -3,8 +3,10 @@ what a developer reads to see where a request's time goes between and inside the
 temporary prints. One line per step as the policies see it (a plain burst's forwards are a line each), written by the
 scheduler process when the step closes:
 
-    start, end       perf_counter seconds of the step (one clock per process: gaps between a step's end and the
-                     next one's start are the scheduler's own work, result processing and streaming included)
+    start, end       perf_counter seconds of the step (CLOCK_MONOTONIC on Linux, one clock for every process of
+                     the machine, so a client's perf_counter cuts the log by its requests' windows); the gap between
+                     a step's end and the next one's start is the scheduler's own work, result processing and
+                     streaming included
     rids             request ids in batch order
     k                the K each request's policy chose; verified / accepted: drafts verified and accepted
     plain            the target ran a plain decode (nobody verified a draft)

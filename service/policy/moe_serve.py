@@ -100,7 +100,8 @@
            after its first): nothing about its drafts is measured between judgements; one whose draft is in hand
            (NGRAM) rests where its latest judged or verified draft was rejected and a full-depth draft could not pay
            at an optimistic bound on its measured acceptance (rejudging_could_pay's), 1, 2, 4 ...
-           `max_rest` steps, the back-off reset by an accepted draft. Without it such a request paid its lookup,
+           `max_rest` steps, the back-off reset by an accepted draft; in a batch rests end together (a burst needs
+           all at rest: moe_serve_probe.align_rests, join_rests). Without it such a request paid its lookup,
            judgement and the policy every step: in the CPU engine (NGRAM, moe-fine x48, math at batch 1) 0.2-0.26 ms
            of lookups and 0.6-0.9 ms of step work against 0.26 ms at a K = 0 hint, per ~16 ms step, 1.04-1.06x the
            hint's TPOT (thirty-third session). A text that turns predictable starts speculating up to `max_rest`

@@ -242,7 +242,8 @@ def rests(
     request whose draft is in hand (NGRAM) rests where its latest judged or verified draft was rejected and its
     drafts could not pay at an optimistic bound on its measured acceptance with a draft of full depth, for 1, 2, 4,
     ... `max_rest` steps, the back-off reset by an accepted draft or a step where it could pay: each step it does
-    not rest, its draft is looked up and judged again."""
+    not rest, its draft is looked up and judged again. In a batch such rests end together (`align_rests`,
+    `join_rests`)."""
     if self.max_rest == 0 or (not waiting and not self._rest_until):
         return ()
     reqs = batch.requests
