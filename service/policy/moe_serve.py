@@ -99,13 +99,12 @@
            request (STANDALONE) at K = 0 rests until its next judgement is due (at most `max_rest` steps at a time
            after its first): nothing about its drafts is measured between judgements; one whose draft is in hand
            (NGRAM) rests where its latest judged or verified draft was rejected and a full-depth draft could not pay
-           at an optimistic bound on its measured acceptance (rejudging_could_pay's), 1, 2, 4 ...
-           `max_rest` steps, the back-off reset by an accepted draft; in a batch rests end together (a burst needs
-           all at rest: moe_serve_probe.align_rests, join_rests). Without it such a request paid its lookup,
-           judgement and the policy every step: in the CPU engine (NGRAM, moe-fine x48, math at batch 1) 0.2-0.26 ms
-           of lookups and 0.6-0.9 ms of step work against 0.26 ms at a K = 0 hint, per ~16 ms step, 1.04-1.06x the
-           hint's TPOT (thirty-third session). A text that turns predictable starts speculating up to `max_rest`
-           steps later than it would when judged every step.
+           at an optimistic bound on its measured acceptance (rejudging_could_pay's), 1, 2, 4 ... `max_rest` steps,
+           the back-off reset by an accepted draft; in a batch rests end together (align_rests, join_rests). Without
+           it such a request paid its lookup, judgement and the policy every step: in the CPU engine (NGRAM, moe-fine
+           x48, math at batch 1) 0.2-0.26 ms of lookups and 0.6-0.9 ms of step work against 0.26 ms at a K = 0 hint,
+           per ~16 ms step, 1.04-1.06x the hint's TPOT (thirty-third session). A text that turns predictable starts
+           speculating up to `max_rest` steps later than it would when judged every step.
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's

@@ -303,8 +303,8 @@ def join_rests(self: MoeServePolicy, declined: list[int], reqs) -> None:
     """Requests with their draft in hand that stay at K = 0 this step although their drafts could pay (latest judged
     draft accepted, or an optimistic bound on their acceptance would speculate) rest with the batch where every
     other request of it rests after this step: until the first of those rests ends. One such request otherwise keeps
-    a batch whose other requests all rest from its plain bursts (in the CPU engine's NGRAM math cells at batch 8,
-    one request judged every step held 7 resting ones to single-token steps for 10 of a wave's 31 steps). The policy
+    a batch whose other requests all rest from its plain bursts (CPU engine, NGRAM math at batch 8, with the rests
+    aligned but not joined: steps with seven requests resting and one judged, one token each). The policy
     declined its drafts this step; it is weighed again at most `max_rest` steps later."""
     chosen = set(declined)
     left = [self._rest_until.get(r.request_id, 0) - r.tokens_so_far - 1 for j, r in enumerate(reqs) if j not in chosen]
