@@ -49,6 +49,7 @@ class StepInFlight:
     expert_reuse: tuple[float | None, ...] = ()  # per request, RequestStepStats.expert_reuse; () = none measured
     resting: tuple[bool, ...] = ()  # per request: it rests this step (SpecRuntime.resting); () = nobody
     ended: float | None = None  # perf_counter where the step ended, if before its close (a burst's forwards)
+    draft_depths: tuple[int, ...] = ()  # per request, drafts in hand when the policies were asked (NGRAM); () = none
 
     def following(self, started: float) -> StepInFlight:
         """The next forward of a plain burst (plain_burst.py) as a step of its own: the same requests, hints and plan
@@ -152,6 +153,7 @@ class SpecRuntime:
         views = list(step.views)
         if draft_depths is not None:
             views = [replace(v, draft_depth=d) for v, d in zip(views, draft_depths, strict=True)]
+            step.draft_depths = tuple(draft_depths)
         try:
             step.plan = self.policies.plan(time.perf_counter(), views, list(step.hints), step.max_k, "ragged", judging)
         except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would

@@ -6,7 +6,7 @@ import pytest
 from moe_sglang.hints import RequestHints, parse_hints
 from moe_sglang.policies import PolicySet
 from moe_sglang.settings import EngineSettings
-from service.policy import RequestView
+from service.policy import RequestView, ShadowOutcome
 
 SHAPE = {"num_experts": 8, "top_k": 2, "num_layers": 2}
 GATEWAY = {
@@ -219,11 +219,12 @@ def test_the_step_log_has_a_line_per_closed_step(tmp_path):
     reqs = [_Req("a", {"moe_serve": {"policy": "static", "max_k": 2}}), _Req("b", {"moe_serve": {"max_k": 0}})]
     for accepted in (1, 2):
         step = runtime.open(reqs, max_k=3)
-        runtime.plan(step)
-        runtime.close(step, [2, 0], [accepted, 0])
+        runtime.plan(step, [3, 2] if accepted == 2 else None)  # NGRAM plans with the depths its lookup found
+        runtime.close(step, [2, 0], [accepted, 0], (ShadowOutcome("b", 2, 2, accepted - 1),))
     lines = read(path)
     assert [(x["rids"], x["k"], x["verified"], x["accepted"]) for x in lines] == [
         (["a", "b"], [2, 0], [2, 0], [a, 0]) for a in (1, 2)
     ]
+    assert [(x["depth"], x["shadow"]) for x in lines] == [([], [[2, 0]]), ([3, 2], [[2, 1]])]
     assert all(x["start"] <= x["end"] and not x["plain"] and x["resting"] == 0 for x in lines)
     assert SpecRuntime(EngineSettings(), SHAPE).step_log is None  # off by default

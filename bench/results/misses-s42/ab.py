@@ -1,0 +1,67 @@
+"""Scratch A/B (42nd session): moe-serve before (OLD) and after (NEW) a change, on two fresh NGRAM engines of
+moe-fine x48 up together (1 engine thread each). Per round and task: at batch 1 three held-out prompts one after
+another, above it one wave of BATCH prompts sent together, 32 tokens each; engines and variants rotated per round;
+each engine under moe-serve and at the K = 0 hint (its own floor: moe-serve / K = 0 cancels the engine instance's
+speed). usage: python ab.py ROUNDS OLD_PATH NEW_PATH [BATCH] [TASKS] [OUT] -> OUT (default ab-bBATCH.json here)"""
+
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.getcwd())
+from bench._cell import flush_cache  # noqa: E402
+from bench._code_ab import engines_of, wave_tpot_ms  # noqa: E402
+from bench._heldout import prompt_sets  # noqa: E402
+from bench._models import deciding_setup, timed_model  # noqa: E402
+from bench.policies import K0, as_token_ids, cell_prompts, speculation  # noqa: E402
+
+rounds, old, new = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+BATCH = int(sys.argv[4]) if len(sys.argv) > 4 else 8
+TASKS = tuple(sys.argv[5].split(",")) if len(sys.argv) > 5 else ("code", "math", "prose")
+OUT = Path(sys.argv[6]) if len(sys.argv) > 6 else Path(__file__).with_name(f"ab-b{BATCH}.json")
+setup = deciding_setup()
+model = timed_model(setup)
+N = cell_prompts(BATCH)
+prompts = as_token_ids({t: v for t, v in prompt_sets(max(N, 3), 600).items() if t in TASKS}, model, 128)
+MS = {"custom_params": {"moe_serve": {"policy": "moe-serve", "tenant": "bench"}}}
+VARIANTS = {"ms": MS, "k0": K0}
+
+
+def tpot(url, served, task, hints):
+    if BATCH == 1:  # one request at a time, the mean of their TPOTs
+        return statistics.mean(wave_tpot_ms(url, served, [p], 32, hints) for p in prompts[task][:N])
+    return wave_tpot_ms(url, served, prompts[task][:N], 32, hints)
+
+
+rows = []
+with engines_of({"old": old, "new": new}, model, speculation("ngram", setup)) as engines:
+    pairs = [(e, v) for e in engines for v in VARIANTS]
+    for r in range(rounds):
+        order = pairs[r % 4 :] + pairs[: r % 4]
+        for task in TASKS:
+            for engine, variant in order:
+                url, served = engines[engine]
+                flush_cache(url)
+                rows.append(
+                    dict(
+                        round=r,
+                        task=task,
+                        engine=engine,
+                        variant=variant,
+                        tpot_ms=tpot(url, served, task, VARIANTS[variant]),
+                    )
+                )
+                print(rows[-1], flush=True)
+summary = {}
+for task in TASKS:
+    cell = {}
+    for engine in ("old", "new"):
+        got = {(x["variant"], x["round"]): x["tpot_ms"] for x in rows if (x["task"], x["engine"]) == (task, engine)}
+        ratios = [got["ms", r] / got["k0", r] for r in range(rounds)]
+        cell[f"{engine}_ms_over_k0_rounds"] = ratios
+        cell[f"{engine}_ms_over_k0_median"] = statistics.median(ratios)
+    summary[task] = cell
+print(json.dumps(summary, indent=1))
+OUT.write_text(json.dumps(dict(batch=BATCH, rounds=rounds, old=old, new=new, summary=summary, rows=rows), indent=1))
