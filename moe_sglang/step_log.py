@@ -13,9 +13,11 @@ scheduler process when the step closes:
     draft_ms, verify_ms, other_ms   the step's time split as StepStats has it
     resting          requests resting this step (Decision.rest_until)
     shadow           drafts judged without a verify this step: [drafts judged, accepted] per ShadowOutcome
-    depth            per request, drafts its lookup found when the policies were asked (NGRAM; [] where none was
-                     looked up, STANDALONE)
-Off by default; a line of a batch-8 step costs ~30 us (2000 writes timed in-process, 2026-11-29)."""
+    depth            per request, drafts its lookup found when the policies were asked (NGRAM); [] where the
+                     policies were asked without depths or not at all (STANDALONE, a plain burst's later forwards,
+                     a batch in which nobody may draft)
+Off by default; a line of a batch-8 step costs ~30 us (2000 writes timed in-process, AMD EPYC, 2026-11-29), ~14 us
+with the depth and shadow lists on an Intel Xeon (the same timing, four judged drafts a line)."""
 
 from __future__ import annotations
 

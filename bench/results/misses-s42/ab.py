@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
-from bench._cell import flush_cache  # noqa: E402
-from bench._code_ab import engines_of, wave_tpot_ms  # noqa: E402
+from bench._code_ab import engines_of, ms_over_k0, rotated_rounds, wave_tpot_ms  # noqa: E402
 from bench._heldout import prompt_sets  # noqa: E402
 from bench._models import deciding_setup, timed_model  # noqa: E402
 from bench.policies import K0, as_token_ids, cell_prompts, speculation  # noqa: E402
@@ -35,33 +34,8 @@ def tpot(url, served, task, hints):
     return wave_tpot_ms(url, served, prompts[task][:N], 32, hints)
 
 
-rows = []
 with engines_of({"old": old, "new": new}, model, speculation("ngram", setup)) as engines:
-    pairs = [(e, v) for e in engines for v in VARIANTS]
-    for r in range(rounds):
-        order = pairs[r % 4 :] + pairs[: r % 4]
-        for task in TASKS:
-            for engine, variant in order:
-                url, served = engines[engine]
-                flush_cache(url)
-                rows.append(
-                    dict(
-                        round=r,
-                        task=task,
-                        engine=engine,
-                        variant=variant,
-                        tpot_ms=tpot(url, served, task, VARIANTS[variant]),
-                    )
-                )
-                print(rows[-1], flush=True)
-summary = {}
-for task in TASKS:
-    cell = {}
-    for engine in ("old", "new"):
-        got = {(x["variant"], x["round"]): x["tpot_ms"] for x in rows if (x["task"], x["engine"]) == (task, engine)}
-        ratios = [got["ms", r] / got["k0", r] for r in range(rounds)]
-        cell[f"{engine}_ms_over_k0_rounds"] = ratios
-        cell[f"{engine}_ms_over_k0_median"] = statistics.median(ratios)
-    summary[task] = cell
+    rows = rotated_rounds(engines, VARIANTS, TASKS, rounds, tpot)
+summary = ms_over_k0(rows, TASKS, ("old", "new"), rounds)
 print(json.dumps(summary, indent=1))
 OUT.write_text(json.dumps(dict(batch=BATCH, rounds=rounds, old=old, new=new, summary=summary, rows=rows), indent=1))

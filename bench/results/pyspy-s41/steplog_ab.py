@@ -1,7 +1,9 @@
 """Scratch A/B (41st session): the NGRAM deciding engine (moe-fine x48) with MOE_SERVE_STEP_LOG serves the same
 requests under two hints, moe-serve and K = 0, alternating per round; the step log, cut by each run's client-side
 window (perf_counter is one monotonic clock for all processes), gives per hint: scheduler steps, decode forwards,
-time inside steps and between them. usage: python steplog_ab.py [TASK] [BATCH] [ROUNDS] -> steplog-TASK-bBATCH.json"""
+time inside steps and between them. usage: python steplog_ab.py [TASK] [BATCH] [ROUNDS] [OUT] -> OUT (default
+steplog-TASK-bBATCH.json here; the forty-second session added OUT); the step log is left in
+/tmp/steplog-TASK-BATCH.jsonl"""
 
 import json
 import os
@@ -25,6 +27,7 @@ TASK = sys.argv[1] if len(sys.argv) > 1 else "math"
 BATCH = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 HERE = Path(__file__).parent
+OUT = Path(sys.argv[4]) if len(sys.argv) > 4 else HERE / f"steplog-{TASK}-b{BATCH}.json"
 HINTS = {
     "moe-serve": {"custom_params": {"moe_serve": {"policy": "moe-serve"}}},
     "k0": {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}},
@@ -76,5 +79,4 @@ for label in HINTS:
     print(label, "tpot", [round(p["tpot_ms"], 1) for p in per])
     for k in keys:
         print(f"  {k:16s}", [None if p[k] is None else round(p[k], 2) for p in per])
-out = HERE / f"steplog-{TASK}-b{BATCH}.json"
-out.write_text(json.dumps({"runs": runs, "summary": summary}, indent=1))
+OUT.write_text(json.dumps({"runs": runs, "summary": summary}, indent=1))
