@@ -1,5 +1,5 @@
 """MoE-Spec's expert budget B in verification, truncation vs substitution: verify time saved against greedy token
-agreement and held-out loss, B swept from top_k to E.
+agreement and held-out loss, B swept from top_k to E (`budget_sweep`).
 
 Measured in-process with transformers' Mixtral (fp32) and the torch reference budget functions
 (service/kernels/moe_ref.py via bench/_routing.py), not through the engine: the engine applies the same functions
@@ -94,6 +94,20 @@ class CachedGroup:
         return self.ids[:, self.prefix + 1 : self.prefix + 1 + VERIFY_TOKENS].reshape(-1)
 
 
+# Budgets per sweep: about this many points between E and top_k (every budget where there are fewer). A verify per
+# window per budget is the bench's time; every budget of moe-fine (28 per mode) took 7.1 min of bench.run_all's ~50
+# on a 2-core Intel Xeon (2026-11-29), every other one keeps the curve's shape.
+SWEEP_POINTS = 14
+
+
+def budget_sweep(num_experts: int, top_k: int) -> list[int]:
+    """The budgets B swept, descending: E - 1, E / 2 (MoE-Spec's and the goal's point) and top_k always, between them
+    every `step`-th budget, step chosen so that about SWEEP_POINTS remain."""
+    step = max(1, (num_experts - top_k) // SWEEP_POINTS)
+    kept = {num_experts - 1, num_experts // 2, top_k, *range(num_experts - 2, top_k, -step)}
+    return sorted((b for b in kept if top_k <= b < num_experts), reverse=True)
+
+
 def sweep(
     ckpt: MoeCheckpoint,
     wins: list[torch.Tensor],
@@ -106,7 +120,7 @@ def sweep(
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(ckpt.path, dtype=torch.float32).eval()
-    budgets = [None, *range(ckpt.num_experts - 1, ckpt.top_k - 1, -1)]
+    budgets = [None, *budget_sweep(ckpt.num_experts, ckpt.top_k)]
     rows = []
     with probed_routers(model) as probe, expert_products(model, probe, experts):
         cached = [CachedGroup(model, probe, ids, prefix) for ids in groups(wins, batch)]

@@ -13,9 +13,10 @@ streamed after the next batch has run, so a request's first token waits for the 
 wave of 8 the scheduler prefills the first arrival alone, then the other 7: ~0.3 s, then ~0.7-1.1 s on moe-fine
 x48) and TTFT takes that wait; synchronously the first token leaves at once and TPOT takes it (a scratch run, math
 b8: the speculative engine at K = 0 read 1.09x of none's TPOT and 0.97x of its end-to-end time per token, with
-target forwards equal to 0.1 ms; batch 1: 1.04x and 1.00x). The goals are reported against both. Never more than
-three engines at once. Round r of a cell runs every policy once, "none"
-included, interleaved wave by wave (batch 1: request by request) in an order rotated by round and wave, so load
+target forwards equal to 0.1 ms; batch 1: 1.04x and 1.00x). The goals are reported against both. The engines are
+up together (four with both drafters), so that "none" and "none-sync" are measured once per task x batch, in the
+same rounds as both drafters' policies, and each drafter's rows share them. Round r of a cell runs every policy of
+every drafter once, "none" included, interleaved wave by wave (batch 1: request by request) in an order rotated by round and wave, so load
 from other jobs falls on all of them alike (`measure_cell`); each cell keeps the median and min-max over its
 rounds. A difference between two policies counts only where their min-max ranges do not overlap. The NGRAM corpus
 and the prefix cache are flushed before each wave (`/flush_cache`).
@@ -122,16 +123,17 @@ def adaptive_flag_verdict(log_path: Path) -> str:
 def estimate_seconds(
     tasks: int,
     batches,
-    drafters: int,
-    policies: int,
+    variants: int,
     repeats: int,
     tokens: int,
     step_s: dict[int, float],
+    engines: int,
     start_s: float,
 ) -> float:
-    """A dry estimate: per measurement ~ prompts / batch waves x (tokens + prefill) steps of `step_s[batch]`."""
-    per_round = sum(policies * math.ceil(cell_prompts(b) / b) * (tokens + 4) * step_s[b] for b in batches)
-    return drafters * (tasks * repeats * per_round + start_s) + start_s
+    """A dry estimate: per measurement ~ prompts / batch waves x (tokens + prefill) steps of `step_s[batch]`, each of
+    the `variants` of a cell measured once a round, and `engines` starts."""
+    per_round = sum(variants * math.ceil(cell_prompts(b) / b) * (tokens + 4) * step_s[b] for b in batches)
+    return tasks * repeats * per_round + engines * start_s
 
 
 # Seconds per engine step (prefill, flushes and the client included), fitted to the default run of 2026-11-24 on
@@ -145,9 +147,9 @@ def default_estimate(peer: bool = True) -> float:
     """Dry estimate of a default run (the deciding setup, 3 tasks x batches 1/8 x 2 drafters x 3 rounds), with the
     peer's phase (none and vllm-none per task x batch) when `peer`."""
     batches = (1, MODERATE_BATCH)
-    policies = len(POLICY_NAMES) + 1  # none-sync besides
-    main_s = estimate_seconds(len(DEFAULT_TASKS), batches, 2, policies, 3, 32, STEP_S, ENGINE_START_S)
-    peer_s = estimate_seconds(len(DEFAULT_TASKS), batches, 1, 2, 3, 32, STEP_S, ENGINE_START_S) if peer else 0.0
+    variants = 2 + 2 * len(HINTED)  # none and none-sync, shared by both drafters' policies
+    main_s = estimate_seconds(len(DEFAULT_TASKS), batches, variants, 3, 32, STEP_S, 4, ENGINE_START_S)
+    peer_s = estimate_seconds(len(DEFAULT_TASKS), batches, 2, 3, 32, STEP_S, 1, ENGINE_START_S) if peer else 0.0
     return main_s + peer_s
 
 
@@ -187,19 +189,20 @@ def main(argv: list[str] | None = None) -> int:
     batches = (2,) if args.quick else (1, args.batch)
     tokens, repeats = (8, 2) if args.quick else (args.tokens, args.repeats)
     baselines = 1 if args.quick else 2  # none (and none-sync)
+    n_drafters = 1 if args.quick else len(setup.drafters)
     estimate = estimate_seconds(
         len(tasks),
         batches,
-        1 if args.quick else len(setup.drafters),
-        baselines + len(hinted),
+        baselines + n_drafters * len(hinted),
         repeats,
         tokens,
         {b: STEP_S.get(b, STEP_S[MODERATE_BATCH] * b / MODERATE_BATCH) for b in batches},
+        n_drafters + (0 if args.quick else baselines),
         ENGINE_START_S,
     )
     print(
         f"dry estimate: ~{estimate / 60:.0f} min ({len(tasks)} tasks x {len(batches)} batches x "
-        f"{1 if args.quick else len(setup.drafters)} drafters x {baselines + len(hinted)} policies x {repeats} rounds, {tokens} tokens)"
+        f"({n_drafters} drafters x {len(hinted)} policies + {baselines} baselines) x {repeats} rounds, {tokens} tokens)"
     )
     model = timed_model(setup)
     context = read_checkpoint(model).context
@@ -233,25 +236,37 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         )
-        for drafter in drafters:
-            config = bench_engine(
-                model, speculation(drafter, setup), args.engine_threads, extra=("--speculative-adaptive",)
-            )
-            log = folder / f"engine-{drafter}.log"
-            with running_engine(config, log_path=log) as url:
-                baseline = (plain_url, None) if plain_url else (url, K0)
-                if not slo:  # the SLO hint: P90 TPOT of no speculation at each batch, measured first
-                    slo = calibrate_slo(baseline, prompts[MIXED], tokens, batches, repeats)
-                for task, batch in itertools.product(tasks, batches):
-                    t0 = time.perf_counter()
-                    variants = {BASELINE: baseline} | ({SYNC_BASELINE: (sync_url, None)} if sync_url else {})
-                    variants |= {v.name: (url, _hinted(v, slo[batch])) for v in hinted}
-                    runs = measure_cell(variants, prompts[task][: cell_prompts(batch)], tokens, batch, repeats)
-                    keys = {"engine": "sglang", "drafter": drafter, "prompts": task, "batch": batch}
-                    rows += cell_rows(runs, **keys)
-                    cell_seconds.append({**keys, "seconds": time.perf_counter() - t0})
-                    print(f"cell {drafter}/{task}/b{batch}: {cell_seconds[-1]['seconds']:.0f} s", flush=True)
-            verdicts[drafter] = adaptive_flag_verdict(log)
+        # both drafter engines up together, so that "none" and "none-sync" are measured once per cell, in the same
+        # rounds as every drafter's policies, and serve as the baseline of each drafter's rows
+        with contextlib.ExitStack() as drafting:
+            urls = {
+                drafter: drafting.enter_context(
+                    running_engine(
+                        bench_engine(
+                            model, speculation(drafter, setup), args.engine_threads, extra=("--speculative-adaptive",)
+                        ),
+                        log_path=folder / f"engine-{drafter}.log",
+                    )
+                )
+                for drafter in drafters
+            }
+            baseline = (plain_url, None) if plain_url else (urls[drafters[-1]], K0)
+            slo = calibrate_slo(baseline, prompts[MIXED], tokens, batches, repeats)  # P90 TPOT of none, per batch
+            for task, batch in itertools.product(tasks, batches):
+                t0 = time.perf_counter()
+                shared = {BASELINE: baseline} | ({SYNC_BASELINE: (sync_url, None)} if sync_url else {})
+                variants = dict(shared)
+                for drafter, url in urls.items():
+                    variants |= {f"{drafter}/{v.name}": (url, _hinted(v, slo[batch])) for v in hinted}
+                runs = measure_cell(variants, prompts[task][: cell_prompts(batch)], tokens, batch, repeats)
+                for drafter in drafters:
+                    mine = {name: runs[name] for name in shared}
+                    mine |= {v.name: runs[f"{drafter}/{v.name}"] for v in hinted}
+                    rows += cell_rows(mine, engine="sglang", drafter=drafter, prompts=task, batch=batch)
+                keys = {"drafter": "+".join(drafters), "prompts": task, "batch": batch}
+                cell_seconds.append({**keys, "seconds": time.perf_counter() - t0})
+                print(f"cell {task}/b{batch}: {cell_seconds[-1]['seconds']:.0f} s", flush=True)
+        verdicts = {drafter: adaptive_flag_verdict(folder / f"engine-{drafter}.log") for drafter in drafters}
         peer, peer_skipped = _peer(args, plain_url, model, context, prompts, tasks, batches, tokens, folder, repeats)
     total = time.perf_counter() - started
 

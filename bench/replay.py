@@ -8,13 +8,14 @@ Fitting a datacenter trace to a 2-core CPU and a tiny model: inputs are clipped 
 requests are kept; arrivals are then compressed or stretched so the window's offered output-token rate is --load
 times this machine's capacity, measured first on the no-speculation engine (closed loop, 8 streams).
 The deciding setup (bench/_models.py deciding_setup(): model, inflation, drafters) is the default. The plain engine
-(no drafter) stays up; beside it one engine per drafter serves every policy, picked per request by hints
-(`custom_params.moe_serve`). A second plain engine without SGLang's overlap scheduler gives "none-sync": the
+(no drafter) and one engine per drafter are up together; a drafter's engine serves every policy, picked per request
+by hints (`custom_params.moe_serve`). A second plain engine without SGLang's overlap scheduler gives "none-sync": the
 speculative engines step synchronously, and the two modes stream a request's first token at different steps (with
-overlap, after the next batch has run; bench.policies' docstring). Each repetition replays every policy, "none" and
-"none-sync" once per trace, in an order rotated by the repetition; rows give the median and min-max over repetitions
-and, per repetition, the requests that missed the SLO at x1 with their TTFT, TPOT, first and longest inter-token
-interval (`misses`). Caches are flushed between replays.
+overlap, after the next batch has run; bench.policies' docstring). Each repetition replays every policy of every
+drafter, "none" and "none-sync" once per trace, in an order rotated by the repetition ("none" and "none-sync" are
+every drafter's baseline); rows give the median and min-max over repetitions and, per repetition, the requests
+that missed the SLO at x1 with their TTFT, TPOT, first and longest inter-token interval (`misses`). Caches are
+flushed between replays.
 
     python -m bench.replay [--model PATH] [--inflate N] [--draft-model PATH] [--drafters ngram,standalone]
                            [--repeats 3] [--traces DIR] [--quick] [--out DIR]
@@ -157,8 +158,9 @@ ENGINE_START_S = 80.0
 def default_estimate(requests: int = 12, max_output: int = 24, load: float = 0.7, repeats: int = 3) -> float:
     """Dry estimate of a default run: every replay lasts about its window's output tokens / (load x capacity)."""
     replay_s = requests * max_output / (load * CAPACITY_TOKENS_PER_S) + 3.0
-    drafters, traces, variants = 2, len(TRACES), 2 + len(POLICIES)  # none and none-sync besides the policies
-    return (2 + drafters) * ENGINE_START_S + traces * replay_s * (1 + drafters * repeats * variants)
+    drafters, traces = 2, len(TRACES)
+    variants = 2 + drafters * len(POLICIES)  # none and none-sync, shared by both drafters' policies
+    return (2 + drafters) * ENGINE_START_S + traces * replay_s * (1 + repeats * variants)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,27 +238,31 @@ def main(argv: list[str] | None = None) -> int:
             result = replay_once(plain_url, schedules[name], prompts[name], off)
             slo[name] = summarize(result)["tpot_ms"]["p90"]
             meta[name] = {"schedule": schedules[name].source, "duration_s": schedules[name].duration_s}
-        for drafter in drafters:
-            with contextlib.ExitStack() as inner:
-                url = (
-                    plain_url
-                    if args.quick
-                    else inner.enter_context(
-                        running_engine(engine(speculation(drafter, setup)), log_path=folder / f"engine-{drafter}.log")
-                    )
-                )
-                variants = {"none": (plain_url, off)} | ({} if sync_url is None else {"none-sync": (sync_url, off)})
-                variants |= {p: (url, h) for p, h in policies.items()}
-                for rep in range(repeats):
-                    for name in traces:
-                        names = list(variants)
-                        for policy in names[rep % len(names) :] + names[: rep % len(names)]:
-                            target, hints = variants[policy]
-                            if policy not in ("none", "none-sync"):
-                                hints = {"tpot_ms": slo[name], **hints}
-                            result = replay_once(target, schedules[name], prompts[name], hints)
-                            runs.setdefault((drafter, name, policy), []).append(row(name, policy, result, slo[name]))
-                        print(f"{drafter} rep {rep} {name}: done at {time.perf_counter() - started:.0f} s", flush=True)
+        # both drafter engines up together: "none" and "none-sync" are replayed once per repetition and trace, in the
+        # same rotation as both drafters' policies, and each drafter's rows share them
+        urls = {
+            drafter: plain_url
+            if args.quick
+            else stack.enter_context(
+                running_engine(engine(speculation(drafter, setup)), log_path=folder / f"engine-{drafter}.log")
+            )
+            for drafter in drafters
+        }
+        shared = {"none": (plain_url, off)} | ({} if sync_url is None else {"none-sync": (sync_url, off)})
+        variants = {(None, p): target for p, target in shared.items()}
+        variants |= {(drafter, p): (url, h) for drafter, url in urls.items() for p, h in policies.items()}
+        for rep in range(repeats):
+            for name in traces:
+                keys = list(variants)
+                for drafter, policy in keys[rep % len(keys) :] + keys[: rep % len(keys)]:
+                    target, hints = variants[(drafter, policy)]
+                    if drafter is not None:
+                        hints = {"tpot_ms": slo[name], **hints}
+                    result = replay_once(target, schedules[name], prompts[name], hints)
+                    measured = row(name, policy, result, slo[name])
+                    for d in drafters if drafter is None else (drafter,):
+                        runs.setdefault((d, name, policy), []).append(measured)
+                print(f"rep {rep} {name}: done at {time.perf_counter() - started:.0f} s", flush=True)
     rows = aggregate(runs)
     goal_rows = goals(rows)
     columns = ["drafter", "trace", "policy", "slo_x1", "slo_x1_min", "slo_x1_max", "tpot_p50_ms", "tpot_speedup"]

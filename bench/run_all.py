@@ -63,10 +63,10 @@ COLUMNS = {
 }
 SUMMARY = ["drafter", "policy", "baseline", "metric", "cells", "worst_slowdown", "mean_gain"]
 GOALS = ["goal", "value", "target", "met", "detail"]
-# Seconds of verify_cost and budget measured on moe-tiny x8 (2-core EPYC, 1 thread, load average ~7 from other jobs);
-# their time scales with the
-# model's bytes, so the estimate is only a guide for another model.
-IN_PROCESS_S = {"verify_cost": 55.0, "budget": 200.0}
+# Seconds of verify_cost and budget on the deciding setup (moe-fine and its x48 copy; 2-core Intel Xeon with AVX-512,
+# 1 thread, 2026-11-29: verify_cost 111 s, budget 423 s with every budget, ~230 s expected with budget_sweep's);
+# their time scales with the model's bytes, so the estimate is only a guide for another model.
+IN_PROCESS_S = {"verify_cost": 110.0, "budget": 230.0}
 TITLES = {
     "verify_cost": "Verify cost vs draft length and unique experts",
     "budget": "Expert budget: truncation vs substitution",

@@ -1,9 +1,9 @@
 """Scratch A/B (41st session): the NGRAM deciding engine (moe-fine x48) with MOE_SERVE_STEP_LOG serves the same
 requests under two hints, moe-serve and K = 0, alternating per round; the step log, cut by each run's client-side
 window (perf_counter is one monotonic clock for all processes), gives per hint: scheduler steps, decode forwards,
-time inside steps and between them. usage: python steplog_ab.py [TASK] [BATCH] [ROUNDS] [OUT] -> OUT (default
-steplog-TASK-bBATCH.json here; the forty-second session added OUT); the step log is left in
-/tmp/steplog-TASK-BATCH.jsonl"""
+time inside steps and between them. usage: python steplog_ab.py [TASK] [BATCH] [ROUNDS] [OUT] [DRAFTER] [HINTS] -> OUT (default
+steplog-TASK-bBATCH.json here; the forty-second session added OUT, the forty-third DRAFTER (ngram | standalone) and
+HINTS (comma-separated from moe-serve, k0, static-1..4)); the step log is left in /tmp/steplog-TASK-BATCH.jsonl"""
 
 import json
 import os
@@ -28,24 +28,28 @@ BATCH = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 HERE = Path(__file__).parent
 OUT = Path(sys.argv[4]) if len(sys.argv) > 4 else HERE / f"steplog-{TASK}-b{BATCH}.json"
-HINTS = {
+DRAFTER = sys.argv[5] if len(sys.argv) > 5 else "ngram"
+KNOWN = {
     "moe-serve": {"custom_params": {"moe_serve": {"policy": "moe-serve"}}},
+    **{f"static-{k}": {"custom_params": {"moe_serve": {"policy": "static", "max_k": k}}} for k in range(1, 5)},
     "k0": {"custom_params": {"moe_serve": {"policy": "static", "max_k": 0}}},
 }
+HINTS = {name: KNOWN[name] for name in (sys.argv[6] if len(sys.argv) > 6 else "moe-serve,k0").split(",")}
 LOG = Path(f"/tmp/steplog-{TASK}-{BATCH}.jsonl")
 LOG.unlink(missing_ok=True)
 setup = deciding_setup()
 model = timed_model(setup)
 prompts = as_token_ids(prompt_sets(max(cell_prompts(BATCH), 3), 400), model, 128)[TASK][: cell_prompts(BATCH)]
-config = bench_engine(model, speculation("ngram", setup), 1, EngineSettings(step_log=str(LOG)))
+config = bench_engine(model, speculation(DRAFTER, setup), 1, EngineSettings(step_log=str(LOG)))
 runs = []
-with running_engine(config, log_path="/tmp/steplog-ngram.log") as url:
+with running_engine(config, log_path=f"/tmp/steplog-{DRAFTER}.log") as url:
     name = served_model(url)
     for hint in HINTS.values():  # warm both paths
         flush_cache(url)
         run_batch(url, name, prompts[:1], 8, 1, hint)
     for r in range(ROUNDS):
-        for label in HINTS if r % 2 == 0 else reversed(HINTS):
+        labels = list(HINTS)
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
             flush_cache(url)
             t0 = time.perf_counter()
             res = run_batch(url, name, prompts, 32, BATCH, HINTS[label])
