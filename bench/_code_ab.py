@@ -21,16 +21,21 @@ from moe_sglang.settings import EngineSettings
 
 @contextlib.contextmanager
 def engines_of(
-    paths: dict[str, str], model, spec: SpeculationConfig, threads: int = 1, settings: EngineSettings | None = None
+    paths: dict[str, str],
+    model,
+    spec: SpeculationConfig,
+    threads: int = 1,
+    settings: EngineSettings | dict[str, EngineSettings] | None = None,
 ) -> Iterator[dict[str, tuple[str, str]]]:
     """{name: (url, served model name)}: one engine per code version (`paths`: name -> the checkout its processes
-    import first), `threads` engine threads each (the deciding benches' 1 on 2 cores)."""
+    import first), `threads` engine threads each (the deciding benches' 1 on 2 cores), with `settings` (one for all,
+    or per name: an A/B of a setting on one version)."""
     before = os.environ.get("PYTHONPATH")
     with contextlib.ExitStack() as stack:
         engines = {}
         for name, path in paths.items():
             os.environ["PYTHONPATH"] = path
-            config = bench_engine(model, spec, threads, settings)
+            config = bench_engine(model, spec, threads, settings.get(name) if isinstance(settings, dict) else settings)
             url = stack.enter_context(running_engine(config, log_path=f"/tmp/ab-{name}.log"))
             engines[name] = (url, served_model(url))
         if before is None:

@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 cell_seconds.append({**keys, "seconds": time.perf_counter() - t0})
                 print(f"cell {task}/b{batch}: {cell_seconds[-1]['seconds']:.0f} s", flush=True)
         verdicts = {drafter: adaptive_flag_verdict(folder / f"engine-{drafter}.log") for drafter in drafters}
+        rows.sort(key=lambda r: drafters.index(r["drafter"]))  # one drafter's cells after the other's, as reported
         peer, peer_skipped = _peer(args, plain_url, model, context, prompts, tasks, batches, tokens, folder, repeats)
     total = time.perf_counter() - started
 

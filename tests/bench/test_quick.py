@@ -283,3 +283,29 @@ def test_readme_block_is_rebuilt_from_the_json(bundled_model, results):
     assert updated.startswith("intro\n") and updated.endswith(f"{README_END}\noutro\n")
     with pytest.raises(ValueError, match="results block"):
         update_readme("no markers", block)
+
+
+def test_run_all_runs_each_bench_in_its_own_process_and_reports_its_exit():
+    from bench import run_all
+
+    got = run_all.run_bench("verify_cost", ["--no-such-flag"])  # argparse refuses it in the child: exit 2
+    assert got["exit_code"] == 2 and "bench.verify_cost exited with 2" in got["error"]
+    assert got["argv"] == ["--no-such-flag"] and got["seconds"] > 0
+    assert not run_all._CHILD
+
+
+def test_run_all_stops_the_running_bench_on_sigterm():
+    import subprocess
+    import sys
+
+    from bench import run_all
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    run_all._CHILD.append(child)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            run_all._terminate()
+        assert stopped.value.code == 143 and child.poll() is not None
+    finally:
+        run_all._CHILD.remove(child)
+        child.kill()
