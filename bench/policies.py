@@ -16,9 +16,9 @@ b8: the speculative engine at K = 0 read 1.09x of none's TPOT and 0.97x of its e
 target forwards equal to 0.1 ms; batch 1: 1.04x and 1.00x). The goals are reported against both. The engines are
 up together (four with both drafters), so that "none" and "none-sync" are measured once per task x batch, in the
 same rounds as both drafters' policies, and each drafter's rows share them. Round r of a cell runs every policy of
-every drafter once, "none" included, interleaved wave by wave (batch 1: request by request) in an order rotated by round and wave, so load
-from other jobs falls on all of them alike (`measure_cell`); each cell keeps the median and min-max over its
-rounds. A difference between two policies counts only where their min-max ranges do not overlap. The NGRAM corpus
+every drafter once, "none" included, interleaved wave by wave (batch 1: request by request) in an order rotated by
+round and wave, so load from other jobs falls on all of them alike (`measure_cell`); each cell keeps the median and
+min-max over its rounds. A difference between two policies counts only where their min-max ranges do not overlap. The NGRAM corpus
 and the prefix cache are flushed before each wave (`/flush_cache`).
 SLO-aware policies get `tpot_ms` = P90 TPOT of no speculation at that batch size, measured first on mixed prompts.
 SGLang 0.5.23's own `--speculative-adaptive` is passed to the drafter engines and its log checked: it supports only
