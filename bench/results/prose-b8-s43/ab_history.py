@@ -1,14 +1,17 @@
 """Scratch A/B (43rd session): moe-serve with its default parameters (OLD) and with policy parameters PARAMS (NEW, a
-JSON object of MoeServePolicy arguments) on two fresh NGRAM engines of the deciding setup (moe-fine x48, 1 engine
-thread each), this checkout's code on both, after the same history:
-the cells the deciding benchmark runs on an NGRAM engine before prose b8 (code b1, code b8, math b1, math b8, prose
-b1), HISTORY_ROUNDS rounds each, every hinted policy of bench.policies with the run's SLO hints, the two engines
-wave by wave. Then per round and task (TASKS at batch BATCH, one wave of BATCH prompts, 32 tokens): each engine under
-moe-serve and at the K = 0 hint (moe-serve / K = 0 cancels the engine instance's speed), pairs rotated per round.
-usage: python ab_history.py ROUNDS PARAMS [HISTORY_ROUNDS] [BATCH] [TASKS] [OUT] -> OUT (default ab-history.json)"""
+JSON object of MoeServePolicy arguments) on two fresh engines of DRAFTER (ngram, the default, or standalone) of the
+deciding setup (moe-fine x48, 1 engine thread each), this checkout's code on both, after the same history: the cells
+the deciding benchmark runs on a drafter engine before prose b8 (code b1, code b8, math b1, math b8, prose b1),
+HISTORY_ROUNDS rounds each (0: none), every hinted policy of bench.policies with the run's SLO hints, the two engines
+wave by wave. Then per round and task (TASKS at batch BATCH, 32 tokens; a wave of BATCH prompts, or at batch 1 three
+prompts one after another, their mean TPOT): each engine under moe-serve and at the K = 0 hint (moe-serve / K = 0
+cancels the engine instance's speed), pairs rotated per round.
+usage: python ab_history.py ROUNDS PARAMS [HISTORY_ROUNDS] [BATCH] [TASKS] [OUT] [DRAFTER] -> OUT (default
+ab-history.json)"""
 
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -26,6 +29,7 @@ HISTORY_ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 BATCH = int(sys.argv[4]) if len(sys.argv) > 4 else 8
 TASKS = tuple(sys.argv[5].split(",")) if len(sys.argv) > 5 else ("prose", "math", "code")
 OUT = Path(sys.argv[6]) if len(sys.argv) > 6 else Path(__file__).with_name("ab-history.json")
+DRAFTER = sys.argv[7] if len(sys.argv) > 7 else "ngram"
 SLO = {1: 18.5, 8: 79.0}  # the SLO hints of the forty-third session's run (policies.json slo_tpot_ms)
 setup = deciding_setup()
 model = timed_model(setup)
@@ -36,11 +40,13 @@ VARIANTS = {"ms": MS, "k0": K0}
 
 
 def tpot(url, served, task, hints):
+    if BATCH == 1:  # one request at a time, the mean of their TPOTs
+        return statistics.mean(wave_tpot_ms(url, served, [p], 32, hints) for p in prompts[task][: cell_prompts(1)])
     return wave_tpot_ms(url, served, prompts[task][: cell_prompts(BATCH)], 32, hints)
 
 
 here = os.getcwd()
-spec = speculation("ngram", setup)
+spec = speculation(DRAFTER, setup)
 with engines_of({"old": here, "new": here}, model, spec, settings=SETTINGS) as engines:
     for n, (task, batch) in enumerate((("code", 1), ("code", 8), ("math", 1), ("math", 8), ("prose", 1))):
         for r in range(HISTORY_ROUNDS):
@@ -55,7 +61,15 @@ summary = ms_over_k0(rows, TASKS, ("old", "new"), rounds)
 print(json.dumps(summary, indent=1))
 OUT.write_text(
     json.dumps(
-        dict(batch=BATCH, rounds=rounds, history_rounds=HISTORY_ROUNDS, params=params, summary=summary, rows=rows),
+        dict(
+            drafter=DRAFTER,
+            batch=BATCH,
+            rounds=rounds,
+            history_rounds=HISTORY_ROUNDS,
+            params=params,
+            summary=summary,
+            rows=rows,
+        ),
         indent=1,
     )
 )
