@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import json
 import math
 import statistics
 import time
@@ -61,6 +62,7 @@ from bench._policy_report import BASELINE, SYNC_BASELINE, goals, plot, separated
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
 from moe_sglang.launch import SpeculationConfig
 from moe_sglang.server import running_engine
+from moe_sglang.settings import EngineSettings
 
 MAX_K = 4  # NGRAM drafts up to 4 tokens (5 verified per request); STANDALONE runs 4 draft steps
 PEER = "vllm-none"
@@ -93,6 +95,13 @@ POLICY_NAMES = (BASELINE, *(v.name for v in HINTED))
 # Not a policy and not in the default run: the drafter engine with every request at K = 0 (issue 14's floor), for
 # development runs that separate a cell's K = 0 floor from what a policy decided there (`--policies k0,moe-serve`).
 FLOOR = Variant("k0", {"policy": "static", "max_k": 0})
+
+
+def drafter_settings() -> EngineSettings:
+    """The drafter engines' settings: the static policy drafts MAX_K (its own default is 3), so that a request's
+    `max_k` hint, which caps the policy's K, gives the static-K rows their K up to MAX_K. Until the forty-third
+    session the engines kept the default, and every "static-4" row was static K = 3."""
+    return EngineSettings(policy_params_json=json.dumps({"static": {"k": MAX_K}}))
 
 
 def speculation(drafter: str, setup: DecidingSetup) -> SpeculationConfig:
@@ -243,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
                 drafter: drafting.enter_context(
                     running_engine(
                         bench_engine(
-                            model, speculation(drafter, setup), args.engine_threads, extra=("--speculative-adaptive",)
+                            model,
+                            speculation(drafter, setup),
+                            args.engine_threads,
+                            drafter_settings(),
+                            extra=("--speculative-adaptive",),
                         ),
                         log_path=folder / f"engine-{drafter}.log",
                     )

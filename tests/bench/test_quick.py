@@ -309,3 +309,20 @@ def test_run_all_stops_the_running_bench_on_sigterm():
     finally:
         run_all._CHILD.remove(child)
         child.kill()
+
+
+def test_the_static_rows_get_their_k_on_the_drafter_engines():
+    """A `static` request with `max_k` = K gets K drafts on bench.policies' drafter engines for every K up to MAX_K
+    (the hint caps the static policy's own K, 3 by default: static-4 was static-3 before)."""
+    from bench.policies import HINTED, MAX_K, drafter_settings
+    from moe_sglang.hints import parse_hints
+    from moe_sglang.policies import PolicySet
+    from service.policy import RequestView
+
+    shape = {"num_experts": 32, "top_k": 4, "num_layers": 8}
+    views = [RequestView(f"r{i}", tokens_so_far=4, tokens_left=20) for i in range(1, MAX_K + 1)]
+    statics = [v for v in HINTED if v.name.startswith("static-")]
+    hints = [parse_hints({"moe_serve": v.hints}) for v in statics]
+    got = PolicySet(shape, drafter_settings().policy_params).plan(0.0, views, hints, MAX_K).ks
+    assert got == tuple(range(1, MAX_K + 1))
+    assert PolicySet(shape).plan(0.0, views, hints, MAX_K).ks[-1] == 3  # the engine default the rows had
