@@ -95,8 +95,8 @@ class CachedGroup:
 
 
 # Budgets per sweep: about this many points between E and top_k (every budget where there are fewer). A verify per
-# window per budget is the bench's time; every budget of moe-fine (28 per mode) took 7.1 min of bench.run_all's ~50
-# on a 2-core Intel Xeon (2026-11-29), every other one keeps the curve's shape.
+# window per budget is the bench's time: every budget of moe-fine (28 per mode) took 423 s on a 2-core Intel Xeon
+# (2026-11-29), every other one (15) 252 s in the bench.run_all after it.
 SWEEP_POINTS = 14
 
 
