@@ -11,6 +11,7 @@ from moe_sglang.settings import (
     CPU_ATTENTION,
     CPU_GEMM,
     DRAFT_FORWARD,
+    EXPERT_WEIGHTS,
     GEMM_PLAN,
     PROCESS_START,
     TARGET_FORWARD,
@@ -68,6 +69,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "kernel included) for the experts, dense layers and lm_head; experts = for the experts only; lockstep = "
         "experts only, the kernel's first walk only; torch = experts only, without the kernel; linear = SGLang's; "
         "unfused = tuned, each MoE layer's experts one by one from Python (all but the first for comparisons)",
+    )
+    parser.add_argument(
+        "--expert-weights",
+        default=EngineSettings().expert_weights,
+        choices=EXPERT_WEIGHTS,
+        help="CPU engine's MoE expert weights: bf16-exact = kept as bfloat16 where every value of a layer's is one (a "
+        "bfloat16 checkpoint's), read at half the bytes and multiplied in float32; float32 = SGLang's float32 copy "
+        "(for comparisons)",
     )
     parser.add_argument(
         "--draft-forward",
@@ -152,6 +161,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             verify_layout=args.verify_layout,
             cpu_attention=args.cpu_attention,
             cpu_gemm=args.cpu_gemm,
+            expert_weights=args.expert_weights,
             draft_forward=args.draft_forward,
             target_forward=args.target_forward,
             process_start=args.process_start,

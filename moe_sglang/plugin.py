@@ -112,7 +112,7 @@ def _load_cpu() -> None:
     STATE.cpu_ops = register_sgl_kernel_cpu_ops("sgl_kernel", attention=settings.cpu_attention)
     cpu_attention.register()
     if settings.cpu_gemm != "linear":
-        cpu_moe.install(settings.cpu_gemm)
+        cpu_moe.install(settings.cpu_gemm, settings.expert_weights)
     if settings.cpu_gemm in ("tuned", "unfused"):
         cpu_dense.install()
     cpu_rope.install()

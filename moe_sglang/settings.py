@@ -39,6 +39,12 @@ CPU_ATTENTION = ("fused", "batched", "loop")
 # All but the first are kept for comparisons.
 CPU_GEMM = ("tuned", "experts", "lockstep", "torch", "linear", "unfused")
 
+# How the CPU engine keeps a MoE layer's expert weights (moe_sglang/cpu_moe.py): bf16-exact = as bfloat16 where every
+# value of the layer's w13 and w2 is one (a bfloat16 checkpoint's, which SGLang widens to the engine's float32), read
+# by the stream kernel at half the bytes and multiplied in float32 (with cpu_gemm tuned, experts or lockstep); float32
+# = SGLang's float32 copy (for comparisons).
+EXPERT_WEIGHTS = ("bf16-exact", "float32")
+
 # How the STANDALONE draft model runs its forwards (moe_sglang/draft_forward.py): direct = its arithmetic over the
 # draft's KV pool, without SGLang's model runner, where that reproduces the model (a Llama-shaped float32 draft on
 # CPU; otherwise the runner); sglang = always SGLang's runner. The second is kept for comparisons.
@@ -81,6 +87,7 @@ ENV = {
     "verify_layout": "MOE_SERVE_VERIFY_LAYOUT",
     "cpu_attention": "MOE_SERVE_CPU_ATTENTION",
     "cpu_gemm": "MOE_SERVE_CPU_GEMM",
+    "expert_weights": "MOE_SERVE_EXPERT_WEIGHTS",
     "draft_forward": "MOE_SERVE_DRAFT_FORWARD",
     "target_forward": "MOE_SERVE_TARGET_FORWARD",
     "process_start": "MOE_SERVE_PROCESS_START",
@@ -99,6 +106,7 @@ class EngineSettings:
     verify_layout: str = "ragged"  # VERIFY_LAYOUTS
     cpu_attention: str = "fused"  # CPU_ATTENTION
     cpu_gemm: str = "tuned"  # CPU_GEMM
+    expert_weights: str = "bf16-exact"  # EXPERT_WEIGHTS
     draft_forward: str = "direct"  # DRAFT_FORWARD
     target_forward: str = "direct"  # TARGET_FORWARD
     process_start: str = "fork"  # PROCESS_START
@@ -116,6 +124,8 @@ class EngineSettings:
             raise ValueError(f"CPU attention {self.cpu_attention!r}: expected one of {CPU_ATTENTION}")
         if self.cpu_gemm not in CPU_GEMM:
             raise ValueError(f"CPU expert products {self.cpu_gemm!r}: expected one of {CPU_GEMM}")
+        if self.expert_weights not in EXPERT_WEIGHTS:
+            raise ValueError(f"expert weights {self.expert_weights!r}: expected one of {EXPERT_WEIGHTS}")
         if self.draft_forward not in DRAFT_FORWARD:
             raise ValueError(f"draft forward {self.draft_forward!r}: expected one of {DRAFT_FORWARD}")
         if self.target_forward not in TARGET_FORWARD:
@@ -149,6 +159,7 @@ class EngineSettings:
             ENV["verify_layout"]: self.verify_layout,
             ENV["cpu_attention"]: self.cpu_attention,
             ENV["cpu_gemm"]: self.cpu_gemm,
+            ENV["expert_weights"]: self.expert_weights,
             ENV["draft_forward"]: self.draft_forward,
             ENV["target_forward"]: self.target_forward,
             ENV["process_start"]: self.process_start,
@@ -169,6 +180,7 @@ class EngineSettings:
             verify_layout=env.get(ENV["verify_layout"]) or defaults.verify_layout,
             cpu_attention=env.get(ENV["cpu_attention"]) or defaults.cpu_attention,
             cpu_gemm=env.get(ENV["cpu_gemm"]) or defaults.cpu_gemm,
+            expert_weights=env.get(ENV["expert_weights"]) or defaults.expert_weights,
             draft_forward=env.get(ENV["draft_forward"]) or defaults.draft_forward,
             target_forward=env.get(ENV["target_forward"]) or defaults.target_forward,
             process_start=env.get(ENV["process_start"]) or defaults.process_start,

@@ -446,6 +446,15 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     ),
     Touchpoint("sglang.srt.utils.use_intel_amx_backend", "call", "AMX-packed experts take another kernel", "(layer)"),
     *(
+        Touchpoint(
+            f"sglang.srt.layers.quantization.unquant.UnquantizedFusedMoEMethod.{name}",
+            "write",
+            "the expert weights this method registers on a FusedMoE layer: read by the engine's MoE forward, their data "
+            "narrowed to bfloat16 where every value is one (cpu_moe._store)",
+        )
+        for name in ("w13_weight", "w2_weight")
+    ),
+    *(
         Touchpoint(f"sglang.srt.environ.Envs.{name}", "attribute", "routing simulation replaces the router's choice")
         for name in ("SGLANG_SIMULATE_UNIFORM_EXPERTS", "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS")
     ),
@@ -742,8 +751,8 @@ def plain_signature(obj) -> str:
 
 
 def _check_attribute(target: str) -> str | None:
-    """`module.Class.name`: a class attribute, a dataclass field, or an instance attribute its __init__ (or a method)
-    assigns."""
+    """`module.Class.name`: a class attribute, a dataclass field, an instance attribute its __init__ (or a method)
+    assigns, or a parameter it registers on a layer."""
     owner_path, name = target.rsplit(".", 1)
     try:
         owner = pkgutil.resolve_name(owner_path)
@@ -755,8 +764,13 @@ def _check_attribute(target: str) -> str | None:
         return None
     for cls in inspect.getmro(owner):
         source = _class_source(cls)
-        # `self.x =`, `self.x:` or a tuple target `self.x, self.y = ...` at the start of a line
-        if source and re.search(rf"self\.{name}\s*(:|=(?!=))|^\s*self\.{name},[^\n=]*=(?!=)", source, re.MULTILINE):
+        # `self.x =`, `self.x:` or a tuple target `self.x, self.y = ...` at the start of a line; or a parameter the
+        # class registers on a layer (`layer.register_parameter("x", ...)`: a quantization method's weights)
+        if source and re.search(
+            rf"self\.{name}\s*(:|=(?!=))|^\s*self\.{name},[^\n=]*=(?!=)|register_parameter\(\s*\"{name}\"",
+            source,
+            re.MULTILINE,
+        ):
             return None
     return f"{owner.__name__} no longer has or assigns {name!r}"
 

@@ -49,6 +49,9 @@ FORMS = ("linear", "weight_major", "stream", "stream_l2", "stream_l2_near", "str
 STREAM_FORMS = FORMS[2:]  # our kernel's, one per stream_gemm.KINDS entry
 MARGIN = 0.05  # a form other than `linear` is kept only where it timed at least this much faster
 MAX_ROWS = 16  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
+# the weight dtypes the stream walks read (x is float32): bfloat16 widened to float32 in registers; torch's forms get
+# a float32 copy of a bfloat16 weight, so a plan for bfloat16 weights times the stream forms only
+WEIGHT_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -104,23 +107,29 @@ class GemmPlan:
         return self.forms.get((out_features, in_features, rows), "linear")
 
     def mm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """x [m, in] @ w [out, in].T in the planned form (float32, 2-D, contiguous rows expected)."""
-        return _FORM_FN[self.form(w.shape[0], w.shape[1], x.shape[0])](x, w)
+        """x [m, in] @ w [out, in].T in the planned form (x float32, 2-D, contiguous rows expected; w float32, or
+        bfloat16 that the stream forms read as it is and torch's get widened to float32)."""
+        form = self.form(w.shape[0], w.shape[1], x.shape[0])
+        if w.dtype == torch.bfloat16 and (form not in STREAM_FORMS or x.shape[0] > stream_gemm.MAX_ROWS):
+            return _FORM_FN[form](x, w.to(torch.float32))
+        return _FORM_FN[form](x, w)
 
     def tune(
         self,
         weights: Iterable[torch.Tensor],
         repeats: int = 5,
         timer: Callable[[torch.Tensor, int], dict[str, float]] | None = None,
+        inputs: torch.dtype | None = None,
     ) -> GemmPlan:
         """Time every form for each distinct shape among `weights` ([n, out, in] stacks, e.g. a MoE layer's
         experts, or single [out, in] matrices) and each m in 1..max_rows; keep the fastest (ties: the earlier form
         in FORMS), `linear` unless another form beats it by MARGIN (on the un-inflated moe-fine, whose experts sit
         in cache, the forms timed within a few percent of each other and the choice flipped from row count to row
         count). `timer(stack, m)` returns seconds per form it timed (default: `time_forms`, the forms available
-        here); tests inject one. With a `cache`, a shape it holds for this machine is read instead of timed, and a
-        shape timed here is written to it."""
-        timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates))
+        here); tests inject one. `inputs`: the rows' dtype where it is not the weights' (float32 rows by bfloat16
+        expert weights: stream forms only). With a `cache`, a shape it holds for this machine is read instead of
+        timed, and a shape timed here is written to it."""
+        timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates, inputs))
         cache = self.cache or engine_cache()
         self._kinds.clear()
         seen: set[tuple[int, int]] = set()
@@ -130,7 +139,7 @@ class GemmPlan:
             if shape in seen:
                 continue
             seen.add(shape)
-            key = self._cache_key(stack.dtype) if cache is not None else None
+            key = self._cache_key(stack.dtype, inputs or stack.dtype) if cache is not None else None
             kept = cache.get(key, shape, self.max_rows) if key is not None else None
             if kept is not None and all(f in FORMS for f in kept):
                 self.forms.update({(*shape, m): form for m, form in enumerate(kept, start=1)})
@@ -146,11 +155,13 @@ class GemmPlan:
                 cache.put(key, shape, [self.forms[(*shape, m)] for m in range(1, self.max_rows + 1)])
         return self
 
-    def _cache_key(self, dtype: torch.dtype) -> str:
-        """The machine key (plan_cache.machine_key) with what this plan's timing also depends on."""
-        return machine_key(
-            {"candidates": list(self.candidates), "max_rows": self.max_rows, "margin": MARGIN, "dtype": str(dtype)}
-        )
+    def _cache_key(self, dtype: torch.dtype, inputs: torch.dtype) -> str:
+        """The machine key (plan_cache.machine_key) with what this plan's timing also depends on (the rows' dtype
+        only where it differs from the weights', so the float32 plans cached so far keep their keys)."""
+        what = {"candidates": list(self.candidates), "max_rows": self.max_rows, "margin": MARGIN, "dtype": str(dtype)}
+        if inputs != dtype:
+            what["inputs"] = str(inputs)
+        return machine_key(what)
 
     def kinds(self, out_features: int, in_features: int) -> list[int]:
         """stream_gemm.stream_moe's form per row count 1..max_rows for this shape: a stream walk's KINDS index, or
@@ -172,8 +183,9 @@ def moe_experts(
     """`out[t] = Σ_j w[t, j] · expert_{ids[t, j]}(x[t])` (moe_ref.moe_forward's semantics, SiLU gating, no mask) with
     each expert's two products in `plan`'s form. x [T, H], w13 [E, 2I, H], w2 [E, H, I], topk [T, k]. In one call of
     the stream kernel's library (stream_gemm.stream_moe) where it is loaded and the tensors are float32, else expert
-    by expert from Python (`moe_experts_python`)."""
-    if x.dtype == w13.dtype == w2.dtype == torch.float32 and stream_gemm.available():
+    by expert from Python (`moe_experts_python`). The weights may be bfloat16 (WEIGHT_DTYPES: multiplied in
+    float32, the stream walks reading half the bytes)."""
+    if x.dtype == torch.float32 and w13.dtype == w2.dtype in WEIGHT_DTYPES and stream_gemm.available():
         kinds13, kinds2 = plan.kinds(w13.shape[1], w13.shape[2]), plan.kinds(w2.shape[1], w2.shape[2])
         return stream_gemm.stream_moe(x, w13, w2, topk_ids, topk_weights, kinds13, kinds2)
     return moe_experts_python(plan, x, w13, w2, topk_ids, topk_weights)
@@ -210,15 +222,22 @@ def moe_experts_python(
 
 
 def time_forms(
-    stack: torch.Tensor, rows: int, repeats: int = 5, candidates: tuple[str, ...] = FORMS
+    stack: torch.Tensor,
+    rows: int,
+    repeats: int = 5,
+    candidates: tuple[str, ...] = FORMS,
+    inputs: torch.dtype | None = None,
 ) -> dict[str, float]:
-    """Seconds per form of `candidates` available for `stack` and `rows` (stream forms: float32, up to their row limit)
-    against the matrices of `stack` (at most 8, one product each, so the weights come from memory as in a step): the
-    best of `repeats` passes, the forms taking turns pass by pass."""
-    x = torch.randn(rows, stack.shape[2], dtype=stack.dtype)
+    """Seconds per form of `candidates` available for `stack` and `rows` (stream forms: up to their row limit; torch's:
+    float32 weights only)
+    against the matrices of `stack` (at most 8, one product each, so the weights come from memory as in a step), rows
+    of dtype `inputs` (default: the weights'): the best of `repeats` passes, the forms taking turns pass by pass."""
+    inputs = inputs or stack.dtype
+    x = torch.randn(rows, stack.shape[2], dtype=inputs)
     mats = [stack[i] for i in range(min(stack.shape[0], 8))]
-    streams = stack.dtype == torch.float32 and rows <= stream_gemm.MAX_ROWS
-    forms = [f for f in available_forms() if f in candidates and (f not in STREAM_FORMS or streams)]
+    streams = inputs == torch.float32 and stack.dtype in WEIGHT_DTYPES and rows <= stream_gemm.MAX_ROWS
+    torch_forms = stack.dtype == inputs  # float32 rows by a bfloat16 weight: torch's forms would copy it each product
+    forms = [f for f in available_forms() if f in candidates and (streams if f in STREAM_FORMS else torch_forms)]
     best = {}
     for form in forms:
         _FORM_FN[form](x, mats[0])  # warm the BLAS path

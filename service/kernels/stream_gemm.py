@@ -100,7 +100,8 @@ def supported_isas() -> list[str]:
 
 
 def stream_linear(x: torch.Tensor, w: torch.Tensor, isa: str | None = None, kind: int = 0) -> torch.Tensor:
-    """x [m, in] @ w [out, in].T -> [m, out], float32 CPU tensors, 1 <= m <= MAX_ROWS (the op checks and says);
+    """x [m, in] @ w [out, in].T -> [m, out], CPU tensors, x float32, w float32 or bfloat16 (each weight widened to
+    float32 before it multiplies: half the bytes read), 1 <= m <= MAX_ROWS (the op checks and says);
     `kind` indexes KINDS. Called for every expert product of a step: once loaded, no lock and no overload
     resolution."""
     if not _STATE.get("loaded"):
@@ -123,7 +124,7 @@ def stream_moe(
     isa: str | None = None,
 ) -> torch.Tensor:
     """`out[t] = Σ_j topk_weights[t, j] · expert_{topk_ids[t, j]}(x[t])` (SiLU gating; x [T, H], w13 [E, 2I, H], w2
-    [E, H, I], float32 CPU) with expert e's m rows multiplied by w13[e] as kinds13[m - 1] and by w2[e] as
+    [E, H, I], CPU; x float32, the weights both float32 or both bfloat16, multiplied in float32) with expert e's m rows multiplied by w13[e] as kinds13[m - 1] and by w2[e] as
     kinds2[m - 1]: a KINDS index, LINEAR_KIND or WEIGHT_MAJOR_KIND (F.linear beyond the lists' length)."""
     if not _STATE.get("loaded"):
         _require()

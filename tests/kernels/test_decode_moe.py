@@ -99,6 +99,7 @@ def test_weights_given_as_views_are_read_as_their_values():
         (lambda c: c.update(w13=c["w13"][1:]), "do not fit"),
         (lambda c: c.update(w2=c["w2"][:, :, 1:]), "do not fit"),
         (lambda c: c.update(h=c["h"].double()), "float32"),
+        (lambda c: c.update(w13=c["w13"].to(torch.bfloat16)), "float32 or both bfloat16"),
         (lambda c: c.update(norm_w=c["norm_w"][1:]), "norm weight"),
         (lambda c: c.update(h=c["h"][:0]), "must be \\[T, hidden\\]"),
     ],
@@ -114,3 +115,17 @@ def test_an_unknown_product_form_is_refused():
     case = _case(2, 8, 2, seed=13)
     with pytest.raises(RuntimeError, match="unknown kind"):
         decode_moe(**case, kinds13=[99, 99])
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 8])
+def test_bfloat16_expert_weights_give_their_float32_values_products(tokens):
+    """Expert weights kept as bfloat16 (cpu_moe: a bfloat16 checkpoint's) are widened to the same float32 in the
+    kernel: the op's output equals the one on their float32 copy bit for bit, in every form."""
+    case = _case(tokens, 16, 4, seed=tokens)
+    narrow = dict(case, w13=case["w13"].to(torch.bfloat16), w2=case["w2"].to(torch.bfloat16))
+    wide = dict(case, w13=narrow["w13"].float(), w2=narrow["w2"].float())
+    for isa in stream_gemm.supported_isas():
+        for kinds in _forms(tokens):
+            got = decode_moe(**narrow, kinds_router=kinds, kinds13=kinds, kinds2=kinds, isa=isa)
+            want = decode_moe(**wide, kinds_router=kinds, kinds13=kinds, kinds2=kinds, isa=isa)
+            assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True)), (isa, kinds)

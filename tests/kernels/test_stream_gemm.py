@@ -33,6 +33,20 @@ def test_every_isa_computes_the_product(rows, out_features, in_features):
             torch.testing.assert_close(y.double(), expected, rtol=1e-5, atol=1e-4 * in_features**0.5)
 
 
+@pytest.mark.parametrize("rows", [1, 2, 5, 8, 16])
+@pytest.mark.parametrize(("out_features", "in_features"), [(9, 256), (37, 130), (4, 7), (256, 4608)])
+def test_bfloat16_weights_are_multiplied_as_their_float32_values(rows, out_features, in_features):
+    """A bfloat16 weight is widened to float32 exactly before it multiplies: the product equals the one on its float32
+    copy bit for bit (same walk, same sums), on every ISA and walk, tails included."""
+    g = torch.Generator().manual_seed(rows * 10 + in_features)
+    x = torch.randn(rows, in_features, generator=g)
+    w = torch.randn(out_features, in_features, generator=g).to(torch.bfloat16)
+    for isa in stream_gemm.supported_isas():
+        for kind in range(len(stream_gemm.KINDS)):
+            got = stream_gemm.stream_linear(x, w, isa, kind)
+            assert torch.equal(got, stream_gemm.stream_linear(x, w.float(), isa, kind)), (isa, kind)
+
+
 def test_views_are_read_as_their_values():
     w = torch.randn(64, 48)[::2]  # every other row: not contiguous
     x = torch.randn(48, 3).t()  # transposed
@@ -102,6 +116,23 @@ def test_stream_moe_is_the_reference_moe(isa, tokens, k):
     torch.testing.assert_close(got, moe_forward(x, w13, w2, ids, weights), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("isa", stream_gemm.supported_isas())
+def test_stream_moe_multiplies_bfloat16_weights_as_their_float32_values(isa):
+    """Every form (walks, F.linear and the weight-major product on a widened copy, F.linear past 16 rows): the output on
+    bfloat16 weights equals the one on their float32 copies bit for bit."""
+    g = torch.Generator().manual_seed(5)
+    w13, w2 = torch.randn(5, 2 * 24, 20, generator=g) / 4, torch.randn(5, 20, 24, generator=g) / 4
+    w13, w2 = w13.to(torch.bfloat16), w2.to(torch.bfloat16)
+    x = torch.randn(40, 20, generator=g)
+    ids, weights = _routing(40, 5, 2, seed=9)
+    kinds13 = [MOE_KINDS[m % len(MOE_KINDS)] for m in range(stream_gemm.MAX_ROWS)]
+    kinds2 = [MOE_KINDS[(m + 3) % len(MOE_KINDS)] for m in range(stream_gemm.MAX_ROWS)]
+    for tokens in (1, 3, 40):
+        args = (ids[:tokens], weights[:tokens], kinds13, kinds2, isa)
+        got = stream_gemm.stream_moe(x[:tokens], w13, w2, *args)
+        assert torch.equal(got, stream_gemm.stream_moe(x[:tokens], w13.float(), w2.float(), *args)), tokens
+
+
 def test_stream_moe_reads_views_and_int32_ids():
     from service.kernels.moe_ref import moe_forward
 
@@ -118,6 +149,8 @@ def test_stream_moe_reads_views_and_int32_ids():
         (dict(ids=torch.tensor([[0, 4]])), "out of"),
         (dict(w2=torch.randn(4, 12, 15)), "do not fit"),
         (dict(x=torch.randn(1, 12, dtype=torch.float64)), "float32"),
+        (dict(w2=torch.randn(4, 12, 8, dtype=torch.bfloat16)), "float32 or both bfloat16"),
+        (dict(w13=torch.randn(4, 16, 12, dtype=torch.float64), w2=torch.randn(4, 12, 8, dtype=torch.float64)), "both"),
         (dict(weights=torch.ones(1, 3)), r"\[T, k\]"),
         (dict(kinds13=[7] * 16), "unknown kind"),
         (dict(isa="neon"), "unknown isa"),

@@ -38,6 +38,7 @@ def plan(monkeypatch):
     monkeypatch.setattr(cpu_moe, "PLAN", tuned)
     monkeypatch.setattr(cpu_moe, "_ORIGINAL", [])
     monkeypatch.setattr(cpu_moe, "_EXPERTS", [cpu_moe.moe_experts])
+    monkeypatch.setattr(cpu_moe, "_KEEP_BF16", [False])
     return tuned
 
 
@@ -103,3 +104,58 @@ def test_the_setting_decides_which_forms_are_tuned(plan, monkeypatch, gemm, cand
     # the whole layer in one call of the kernel's library, except where the settings keep the Python loop
     python_loop = gemm in ("torch", "unfused")
     assert cpu_moe._EXPERTS[0] is (cpu_moe.moe_experts_python if python_loop else cpu_moe.moe_experts)
+
+
+def test_exact_bf16_narrows_only_weights_that_are_bfloat16_values():
+    w = torch.randn(3, 5000, 7).to(torch.bfloat16).float()  # more rows than one chunk
+    narrow = cpu_moe.exact_bf16(w)
+    assert narrow.dtype == torch.bfloat16 and torch.equal(narrow.float(), w)
+    w[2, 4999, 6] += 2.0**-12 * w[2, 4999, 6].abs().clamp(min=1)  # one value below bfloat16's precision, last chunk
+    assert cpu_moe.exact_bf16(w) is None
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_bfloat16_checkpoint_experts_are_kept_as_bfloat16_and_multiply_alike(plan, keep):
+    """A layer whose experts are bfloat16 values (a bfloat16 checkpoint widened by SGLang) is narrowed at its first
+    forward where the setting keeps them (install), and gives what SGLang's forward gives on the float32 copy."""
+    from sglang.srt.layers.moe.fused_moe_native import moe_forward_native
+
+    cpu_moe._KEEP_BF16[0] = keep
+    layer = _layer(seed=3)
+    layer.w13_weight = layer.w13_weight.to(torch.bfloat16).float()
+    layer.w2_weight = layer.w2_weight.to(torch.bfloat16).float()
+    wide = _layer(seed=3)
+    wide.w13_weight, wide.w2_weight = layer.w13_weight.clone(), layer.w2_weight.clone()
+    x = torch.randn(5, 32, generator=torch.Generator().manual_seed(1))
+    topk = _routing(5, layer.num_experts, 2, seed=4)
+    plan.tune([layer.w13_weight, layer.w2_weight], timer=lambda s, m: {"linear": 1.0, "stream": 0.5}, inputs=x.dtype)
+    ours = cpu_moe.moe_forward(layer, x, topk, _config())
+    want = torch.bfloat16 if keep else torch.float32
+    assert layer.w13_weight.dtype == layer.w2_weight.dtype == want
+    torch.testing.assert_close(ours, moe_forward_native(wide, x, topk, _config()), rtol=1e-5, atol=1e-5)
+    assert cpu_moe.stream_kinds(layer, _config()) is not None or not cpu_moe._ORIGINAL
+
+
+def test_experts_that_are_not_bfloat16_values_stay_float32(plan):
+    cpu_moe._KEEP_BF16[0] = True
+    layer = _layer(seed=5)  # random float32 values
+    plan.tune([layer.w13_weight, layer.w2_weight], timer=lambda s, m: {"linear": 1.0, "stream": 0.5})
+    cpu_moe.moe_forward(layer, torch.randn(2, 32), _routing(2, layer.num_experts, 2, seed=6), _config())
+    assert layer.w13_weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    ("gemm", "weights", "keep"),
+    [
+        ("tuned", "bf16-exact", True),
+        ("tuned", "float32", False),
+        ("torch", "bf16-exact", False),
+        ("unfused", "bf16-exact", False),
+    ],
+)
+def test_the_settings_decide_whether_bfloat16_is_kept(plan, monkeypatch, gemm, weights, keep):
+    from moe_sglang import touchpoints
+
+    monkeypatch.setattr(touchpoints, "hook", lambda *args: None)
+    cpu_moe.install(gemm, weights)
+    assert cpu_moe._KEEP_BF16[0] is keep

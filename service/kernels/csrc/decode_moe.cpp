@@ -37,7 +37,12 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> decode_moe(
   const std::string isa(isa_view);
   check_isa(isa, "decode_moe");
   for (const torch::Tensor* t : {&h, &norm_w, &router_w, &w13, &w2})
-    TORCH_CHECK(t->scalar_type() == torch::kFloat32 && t->device().is_cpu(), "decode_moe: float32 CPU tensors");
+    TORCH_CHECK(t->device().is_cpu(), "decode_moe: CPU tensors expected");
+  for (const torch::Tensor* t : {&h, &norm_w, &router_w})
+    TORCH_CHECK(t->scalar_type() == torch::kFloat32, "decode_moe: h, norm and router weights must be float32");
+  TORCH_CHECK(w13.scalar_type() == w2.scalar_type() &&
+                  (w13.scalar_type() == torch::kFloat32 || w13.scalar_type() == torch::kBFloat16),
+              "decode_moe: expert weights must both be float32 or both bfloat16 (multiplied in float32)");
   TORCH_CHECK(h.dim() == 2 && h.size(0) >= 1, "decode_moe: h must be [T, hidden], got ", h.sizes());
   const int64_t tokens = h.size(0), hidden = h.size(1);
   TORCH_CHECK(norm_w.dim() == 1 && norm_w.size(0) == hidden, "decode_moe: norm weight must be [", hidden, "]");

@@ -58,9 +58,12 @@ constexpr int64_t kKinds = 5;
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
 // HINT and PF (floats ahead of each weight row being read) are the kind's prefetch; PF = 0: none.
 // kSequential: one output feature at a time, M accumulators, the weight read in address order.
+// W: float, or uint16_t for a bfloat16 weight (its bits), widened to float32 exactly as it is loaded (load512 etc.,
+// widen); the tails (features past the last whole vector) are explicit fused multiply-adds, so a weight's float32
+// and bfloat16 forms give the same bits (the compiler contracted one form's tail and not the other's).
 #define STREAM_KERNEL(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM)                                     \
-  template <int M, int R, int HINT, int64_t PF>                                                                 \
-  __attribute__((target(TARGET))) void NAME##_block(const float* x, const float* w, float* y, int64_t j,        \
+  template <typename W, int M, int R, int HINT, int64_t PF>                                                                 \
+  __attribute__((target(TARGET))) void NAME##_block(const float* x, const W* w, float* y, int64_t j,        \
                                                     int64_t in, int64_t out, int64_t body) {                    \
     VEC acc[R][M];                                                                                              \
     for (int a = 0; a < R; ++a)                                                                                 \
@@ -78,21 +81,21 @@ constexpr int64_t kKinds = 5;
       }                                                                                                         \
     }                                                                                                           \
     for (int a = 0; a < R; ++a) {                                                                               \
-      const float* wj = w + (j + a) * in;                                                                       \
+      const W* wj = w + (j + a) * in;                                                                       \
       for (int r = 0; r < M; ++r) {                                                                             \
         float s = HSUM(acc[a][r]);                                                                              \
-        for (int64_t k = body; k < in; ++k) s += wj[k] * x[r * in + k];                                         \
+        for (int64_t k = body; k < in; ++k) s = std::fma(widen(wj[k]), x[r * in + k], s);                                         \
         y[r * out + j + a] = s;                                                                                 \
       }                                                                                                         \
     }                                                                                                           \
   }                                                                                                             \
   /* one row, one feature at a time: four accumulators, so the FMAs of a weight row are four chains, not one */ \
-  template <int64_t PF>                                                                                         \
-  __attribute__((target(TARGET))) void NAME##_seq1(const float* x, const float* w, float* y, int64_t begin,     \
+  template <typename W, int64_t PF>                                                                                       \
+  __attribute__((target(TARGET))) void NAME##_seq1(const float* x, const W* w, float* y, int64_t begin,     \
                                                    int64_t end, int64_t in, int64_t body) {                     \
     const int64_t body4 = body - body % (4 * WIDTH);                                                            \
     for (int64_t j = begin; j < end; ++j) {                                                                     \
-      const float* wj = w + j * in;                                                                             \
+      const W* wj = w + j * in;                                                                             \
       VEC a0 = ZERO(), a1 = ZERO(), a2 = ZERO(), a3 = ZERO();                                                   \
       int64_t k = 0;                                                                                            \
       for (; k < body4; k += 4 * WIDTH) {                                                                       \
@@ -104,55 +107,56 @@ constexpr int64_t kKinds = 5;
       }                                                                                                         \
       for (; k < body; k += WIDTH) a0 = FMA(LOAD(wj + k), LOAD(x + k), a0);                                     \
       float s = HSUM(ADD(ADD(a0, a1), ADD(a2, a3)));                                                            \
-      for (k = body; k < in; ++k) s += wj[k] * x[k];                                                            \
+      for (k = body; k < in; ++k) s = std::fma(widen(wj[k]), x[k], s);                                                            \
       y[j] = s;                                                                                                 \
     }                                                                                                           \
   }                                                                                                             \
-  template <int M, int HINT, int64_t PF>                                                                        \
-  __attribute__((target(TARGET))) void NAME##_walk(const float* x, const float* w, float* y, int64_t begin,     \
+  template <typename W, int M, int HINT, int64_t PF>                                                                      \
+  __attribute__((target(TARGET))) void NAME##_walk(const float* x, const W* w, float* y, int64_t begin,     \
                                                    int64_t end, int64_t in, int64_t out, int64_t body) {        \
     constexpr int R = (M <= 4) ? 4 : (M <= 8 ? 2 : 1); /* R * M accumulators within the register file */        \
     int64_t j = begin;                                                                                          \
-    for (; j + R <= end; j += R) NAME##_block<M, R, HINT, PF>(x, w, y, j, in, out, body);                       \
-    for (; j < end; ++j) NAME##_block<M, 1, HINT, PF>(x, w, y, j, in, out, body);                               \
+    for (; j + R <= end; j += R) NAME##_block<W, M, R, HINT, PF>(x, w, y, j, in, out, body);                       \
+    for (; j < end; ++j) NAME##_block<W, M, 1, HINT, PF>(x, w, y, j, in, out, body);                               \
   }                                                                                                             \
-  template <int M>                                                                                              \
-  __attribute__((target(TARGET))) void NAME##_rows(const float* x, const float* w, float* y, int64_t begin,     \
+  template <typename W, int M>                                                                                            \
+  __attribute__((target(TARGET))) void NAME##_rows(const float* x, const W* w, float* y, int64_t begin,     \
                                                    int64_t end, int64_t in, int64_t out, int64_t kind) {        \
     const int64_t body = in - in % WIDTH;                                                                       \
     switch (kind) {                                                                                             \
-      case kLockstep: return NAME##_walk<M, _MM_HINT_T0, 2048>(x, w, y, begin, end, in, out, body);             \
-      case kLockstepL2: return NAME##_walk<M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);           \
-      case kLockstepL2Near: return NAME##_walk<M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);        \
+      case kLockstep: return NAME##_walk<W, M, _MM_HINT_T0, 2048>(x, w, y, begin, end, in, out, body);             \
+      case kLockstepL2: return NAME##_walk<W, M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);           \
+      case kLockstepL2Near: return NAME##_walk<W, M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);        \
       case kSequentialHw: /* kSequential with the hardware prefetchers alone */                                 \
-        if (M == 1) return NAME##_seq1<0>(x, w, y, begin, end, in, body);                                       \
-        for (int64_t j = begin; j < end; ++j) NAME##_block<M, 1, _MM_HINT_T1, 0>(x, w, y, j, in, out, body);    \
+        if (M == 1) return NAME##_seq1<W, 0>(x, w, y, begin, end, in, body);                                       \
+        for (int64_t j = begin; j < end; ++j) NAME##_block<W, M, 1, _MM_HINT_T1, 0>(x, w, y, j, in, out, body);    \
         return;                                                                                                 \
       default: /* kSequential: one feature at a time, nearer prefetch for one row (fewer FMAs per byte) */      \
-        if (M == 1) return NAME##_seq1<512>(x, w, y, begin, end, in, body);                                     \
+        if (M == 1) return NAME##_seq1<W, 512>(x, w, y, begin, end, in, body);                                     \
         for (int64_t j = begin; j < end; ++j)                                                                   \
-          NAME##_block<M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body);                      \
+          NAME##_block<W, M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body);                      \
     }                                                                                                           \
   }                                                                                                             \
-  __attribute__((target(TARGET))) void NAME(const float* x, const float* w, float* y, int m, int64_t begin,     \
+  template <typename W>                                                                                         \
+  __attribute__((target(TARGET))) void NAME(const float* x, const W* w, float* y, int m, int64_t begin,            \
                                             int64_t end, int64_t in, int64_t out, int64_t kind) {               \
     switch (m) {                                                                                                \
-      case 1: return NAME##_rows<1>(x, w, y, begin, end, in, out, kind);                                        \
-      case 2: return NAME##_rows<2>(x, w, y, begin, end, in, out, kind);                                        \
-      case 3: return NAME##_rows<3>(x, w, y, begin, end, in, out, kind);                                        \
-      case 4: return NAME##_rows<4>(x, w, y, begin, end, in, out, kind);                                        \
-      case 5: return NAME##_rows<5>(x, w, y, begin, end, in, out, kind);                                        \
-      case 6: return NAME##_rows<6>(x, w, y, begin, end, in, out, kind);                                        \
-      case 7: return NAME##_rows<7>(x, w, y, begin, end, in, out, kind);                                        \
-      case 8: return NAME##_rows<8>(x, w, y, begin, end, in, out, kind);                                        \
-      case 9: return NAME##_rows<9>(x, w, y, begin, end, in, out, kind);                                        \
-      case 10: return NAME##_rows<10>(x, w, y, begin, end, in, out, kind);                                      \
-      case 11: return NAME##_rows<11>(x, w, y, begin, end, in, out, kind);                                      \
-      case 12: return NAME##_rows<12>(x, w, y, begin, end, in, out, kind);                                      \
-      case 13: return NAME##_rows<13>(x, w, y, begin, end, in, out, kind);                                      \
-      case 14: return NAME##_rows<14>(x, w, y, begin, end, in, out, kind);                                      \
-      case 15: return NAME##_rows<15>(x, w, y, begin, end, in, out, kind);                                      \
-      default: return NAME##_rows<16>(x, w, y, begin, end, in, out, kind);                                      \
+      case 1: return NAME##_rows<W, 1>(x, w, y, begin, end, in, out, kind);                                        \
+      case 2: return NAME##_rows<W, 2>(x, w, y, begin, end, in, out, kind);                                        \
+      case 3: return NAME##_rows<W, 3>(x, w, y, begin, end, in, out, kind);                                        \
+      case 4: return NAME##_rows<W, 4>(x, w, y, begin, end, in, out, kind);                                        \
+      case 5: return NAME##_rows<W, 5>(x, w, y, begin, end, in, out, kind);                                        \
+      case 6: return NAME##_rows<W, 6>(x, w, y, begin, end, in, out, kind);                                        \
+      case 7: return NAME##_rows<W, 7>(x, w, y, begin, end, in, out, kind);                                        \
+      case 8: return NAME##_rows<W, 8>(x, w, y, begin, end, in, out, kind);                                        \
+      case 9: return NAME##_rows<W, 9>(x, w, y, begin, end, in, out, kind);                                        \
+      case 10: return NAME##_rows<W, 10>(x, w, y, begin, end, in, out, kind);                                      \
+      case 11: return NAME##_rows<W, 11>(x, w, y, begin, end, in, out, kind);                                      \
+      case 12: return NAME##_rows<W, 12>(x, w, y, begin, end, in, out, kind);                                      \
+      case 13: return NAME##_rows<W, 13>(x, w, y, begin, end, in, out, kind);                                      \
+      case 14: return NAME##_rows<W, 14>(x, w, y, begin, end, in, out, kind);                                      \
+      case 15: return NAME##_rows<W, 15>(x, w, y, begin, end, in, out, kind);                                      \
+      default: return NAME##_rows<W, 16>(x, w, y, begin, end, in, out, kind);                                      \
     }                                                                                                           \
   }
 
@@ -165,9 +169,15 @@ STREAM_KERNEL(stream_base, "sse2", __m128, 4, zero128, load128, fma128, add128, 
 namespace moe_serve_stream {
 
 Kernel pick(const std::string& isa) {
-  if (isa == "avx512") return stream_avx512;
-  if (isa == "avx2") return stream_avx2;
-  return stream_base;
+  if (isa == "avx512") return stream_avx512<float>;
+  if (isa == "avx2") return stream_avx2<float>;
+  return stream_base<float>;
+}
+
+KernelBf16 pick_bf16(const std::string& isa) {
+  if (isa == "avx512") return stream_avx512<uint16_t>;
+  if (isa == "avx2") return stream_avx2<uint16_t>;
+  return stream_base<uint16_t>;
 }
 
 std::string best_isa() {
@@ -186,26 +196,62 @@ void check_isa(const std::string& isa, const char* op) {
 // One product of the MoE path in the form the plan chose for its row count (stream_moe's `kinds`): a stream walk
 // (kind >= 0), or torch's (kLinear: F.linear; kWeightMajor: (w @ x^T)^T), which the plan keeps where BLAS's GEMM is the
 // faster (more rows, larger weights). y [m, out] is written.
+// The weights an expert forward reads: float32, or bfloat16 multiplied in float32 (each weight widened exactly).
+bool bf16_weights(const torch::Tensor& w13, const torch::Tensor& w2) {
+  TORCH_CHECK(w13.scalar_type() == w2.scalar_type() &&
+                  (w13.scalar_type() == torch::kFloat32 || w13.scalar_type() == torch::kBFloat16),
+              "stream_moe: w13 and w2 must both be float32 or both bfloat16, got ", w13.scalar_type(), " and ",
+              w2.scalar_type());
+  return w13.scalar_type() == torch::kBFloat16;
+}
+
+const uint16_t* bf16_bits(const torch::Tensor& w) {
+  return reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
+}
+
+// The same walk over bfloat16 weights, for the ISA `kernel` was picked for.
+KernelBf16 bf16_twin(Kernel kernel) {
+  for (const char* isa : {"avx512", "avx2"})
+    if (kernel == pick(isa)) return pick_bf16(isa);
+  return pick_bf16("base");
+}
+
+// A bfloat16 weight (kept so to be read at half the bytes) goes to torch's forms widened to float32 first: a copy per
+// call, for prefills' many rows (the plan gives its few rows stream walks).
 void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& y, int64_t kind, Kernel kernel) {
   const int64_t m = x.size(0), in = x.size(1), out = w.size(0);
-  if (kind == kLinear || m > kMaxRows) {
-    at::linear_out(y, x, w);
+  const bool bf16 = w.scalar_type() == torch::kBFloat16;
+  if (kind == kLinear || kind == kWeightMajor || m > kMaxRows) {
+    const auto wf = bf16 ? w.to(torch::kFloat32) : w;
+    if (kind == kWeightMajor && m <= kMaxRows)
+      y.copy_(at::mm(wf, x.t()).t());
+    else
+      at::linear_out(y, x, wf);
     return;
   }
-  if (kind == kWeightMajor) {
-    y.copy_(at::mm(w, x.t()).t());
-    return;
-  }
-  stream_product(x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), m, in, out, kind, kernel);
+  if (bf16)
+    stream_product(x.data_ptr<float>(), bf16_bits(w), y.data_ptr<float>(), m, in, out, kind, bf16_twin(kernel));
+  else
+    stream_product(x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), m, in, out, kind, kernel);
+}
+
+template <typename W, typename K>
+void stream_walks(const float* x, const W* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind, K kernel) {
+  // grain: about 64 KB of weight per task, so threads split a weight but never work on crumbs
+  const int64_t grain = std::max<int64_t>(1, (64 * 1024 / static_cast<int64_t>(sizeof(W))) / std::max<int64_t>(in, 1));
+  at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
+    kernel(x, w, y, static_cast<int>(m), begin, end, in, out, kind);
+  });
 }
 
 void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
                     Kernel kernel) {
-  // grain: about 64 KB of weight per task, so threads split a weight but never work on crumbs
-  const int64_t grain = std::max<int64_t>(1, (64 * 1024 / 4) / std::max<int64_t>(in, 1));
-  at::parallel_for(0, out, grain, [&](int64_t begin, int64_t end) {
-    kernel(x, w, y, static_cast<int>(m), begin, end, in, out, kind);
-  });
+  stream_walks(x, w, y, m, in, out, kind, kernel);
+}
+
+void stream_product(const float* x, const uint16_t* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
+                    KernelBf16 kernel) {
+  stream_walks(x, w, y, m, in, out, kind, kernel);
 }
 
 // The expert forward of stream_moe (below, which says what it computes and why) and of decode_moe.cpp.
@@ -229,8 +275,14 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
   const auto w2c = w2.contiguous();
   auto per_slot = torch::empty({tokens * k, hidden}, xc.options());
   float* slot_out = per_slot.data_ptr<float>();
-  const float *xp = xc.data_ptr<float>(), *w13p = w13c.data_ptr<float>(), *w2p = w2c.data_ptr<float>();
+  const float* xp = xc.data_ptr<float>();
+  const bool bf16 = bf16_weights(w13c, w2c);
+  const float* w13p = bf16 ? nullptr : w13c.data_ptr<float>();
+  const float* w2p = bf16 ? nullptr : w2c.data_ptr<float>();
+  const uint16_t* w13h = bf16 ? bf16_bits(w13c) : nullptr;
+  const uint16_t* w2h = bf16 ? bf16_bits(w2c) : nullptr;
   const Kernel kernel = pick(isa);
+  const KernelBf16 kernel_bf16 = pick_bf16(isa);
   // an expert hit's rows and what they become (the stream forms): torch's allocations, so rows start 64-byte aligned
   // as in the tensor path (a std::vector's 16-byte alignment split the kernels' vector loads: x48's layer 4 % slower)
   torch::Tensor rows_t, gate_up_t, act_t, down_t;
@@ -257,13 +309,19 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
       }
       for (int64_t r = 0; r < m; ++r)
         std::memcpy(rows + r * hidden, xp + (hit[r] / k) * hidden, hidden * sizeof(float));
-      stream_product(rows, w13p + e * 2 * inter * hidden, gate_up, m, hidden, 2 * inter, kind13, kernel);
+      if (bf16)
+        stream_product(rows, w13h + e * 2 * inter * hidden, gate_up, m, hidden, 2 * inter, kind13, kernel_bf16);
+      else
+        stream_product(rows, w13p + e * 2 * inter * hidden, gate_up, m, hidden, 2 * inter, kind13, kernel);
       for (int64_t r = 0; r < m; ++r)  // silu(gate) * up
         for (int64_t i = 0; i < inter; ++i) {
           const float g = gate_up[r * 2 * inter + i];
           act[r * inter + i] = g / (1.0f + std::exp(-g)) * gate_up[r * 2 * inter + inter + i];
         }
-      stream_product(act, w2p + e * hidden * inter, down, m, inter, hidden, kind2, kernel);
+      if (bf16)
+        stream_product(act, w2h + e * hidden * inter, down, m, inter, hidden, kind2, kernel_bf16);
+      else
+        stream_product(act, w2p + e * hidden * inter, down, m, inter, hidden, kind2, kernel);
       for (int64_t r = 0; r < m; ++r)
         std::memcpy(slot_out + hit[r] * hidden, down + r * hidden, hidden * sizeof(float));
       continue;
@@ -313,7 +371,10 @@ using namespace moe_serve_stream;
 torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10::string_view isa_view, int64_t kind) {
   const std::string isa(isa_view);
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "stream_linear: x [m, in] and w [out, in] expected");
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32, "stream_linear: float32 only");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 &&
+                  (w.scalar_type() == torch::kFloat32 || w.scalar_type() == torch::kBFloat16),
+              "stream_linear: x float32 and w float32 or bfloat16 expected, got ", x.scalar_type(), " and ",
+              w.scalar_type());
   TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "stream_linear: CPU tensors only");
   TORCH_CHECK(x.size(1) == w.size(1), "stream_linear: x has ", x.size(1), " features, w expects ", w.size(1));
   TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
@@ -341,9 +402,8 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
                          at::IntArrayRef kinds13, at::IntArrayRef kinds2) {
   const std::string isa(isa_view);
   TORCH_CHECK(x.dim() == 2 && w13.dim() == 3 && w2.dim() == 3, "stream_moe: x [T, H], w13 [E, 2I, H], w2 [E, H, I]");
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && w13.scalar_type() == torch::kFloat32 &&
-                  w2.scalar_type() == torch::kFloat32,
-              "stream_moe: float32 only");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "stream_moe: x must be float32, got ", x.scalar_type());
+  bf16_weights(w13, w2);  // both float32 or both bfloat16 (multiplied in float32)
   TORCH_CHECK(x.device().is_cpu() && w13.device().is_cpu() && w2.device().is_cpu(), "stream_moe: CPU tensors only");
   const int64_t tokens = x.size(0), hidden = x.size(1), experts = w13.size(0), inter = w13.size(1) / 2;
   TORCH_CHECK(w13.size(2) == hidden && w13.size(1) == 2 * inter && w2.size(0) == experts && w2.size(1) == hidden &&

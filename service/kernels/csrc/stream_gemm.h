@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace moe_serve_stream {
@@ -37,6 +38,24 @@ inline float hsum128(__m128 v) {
   return _mm_cvtss_f32(s);
 }
 inline __m128 add128(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
+// A vector of bfloat16 weights widened to float32 (exactly: a bfloat16 is a float32's upper 16 bits): the stream
+// walks read weights kept as bfloat16 (half the bytes) and multiply in float32 (`Bf16`, below).
+__attribute__((target("avx512f"))) inline __m512 load512(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+__attribute__((target("avx2,fma"))) inline __m256 load256(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+}
+inline __m128 load128(const uint16_t* p) {
+  return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 __attribute__((target("avx512f"))) inline __m512 set1_512(float v) { return _mm512_set1_ps(v); }
 __attribute__((target("avx512f"))) inline void store512(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
 __attribute__((target("avx2,fma"))) inline __m256 set1_256(float v) { return _mm256_set1_ps(v); }
@@ -44,13 +63,16 @@ __attribute__((target("avx2,fma"))) inline void store256(float* p, __m256 v) { _
 inline __m128 set1_128(float v) { return _mm_set1_ps(v); }
 inline void store128(float* p, __m128 v) { _mm_storeu_ps(p, v); }
 
-// A stream walk of stream_gemm.cpp for one ISA: y[:, begin:end] of x [m, in] @ w [out, in]^T.
+// A stream walk of stream_gemm.cpp for one ISA: y[:, begin:end] of x [m, in] @ w [out, in]^T; KernelBf16 the same
+// walk over a weight kept as bfloat16 (its raw bits), multiplied in float32.
 using Kernel = void (*)(const float*, const float*, float*, int, int64_t, int64_t, int64_t, int64_t, int64_t);
+using KernelBf16 = void (*)(const float*, const uint16_t*, float*, int, int64_t, int64_t, int64_t, int64_t, int64_t);
 
 // The forms of a product other than the stream walks (Kind >= 0): torch's F.linear and (w @ x^T)^T.
 constexpr int64_t kLinear = -1, kWeightMajor = -2;
 
 Kernel pick(const std::string& isa);  // "avx512", "avx2" or "base"
+KernelBf16 pick_bf16(const std::string& isa);
 std::string best_isa();               // the widest of them this CPU runs (asked of the CPU)
 void check_isa(const std::string& isa, const char* op);  // a known ISA this CPU runs, or a TORCH_CHECK error
 
@@ -60,6 +82,8 @@ void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tens
 // The same for a stream walk (kind >= 0) on plain row-major buffers: y [m, out] = x [m, in] @ w [out, in]^T.
 void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
                     Kernel kernel);
+void stream_product(const float* x, const uint16_t* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
+                    KernelBf16 kernel);
 
 // The form for m rows of a per-row-count list (a plan's kinds for rows 1..n; kLinear beyond it).
 inline int64_t form_for(at::IntArrayRef kinds, int64_t m) {
