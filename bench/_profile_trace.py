@@ -139,10 +139,18 @@ def analyse_trace(path: Path, ckpt: MoeCheckpoint) -> dict:
     }
 
 
+# bytes per element of the profiler's input type names (the expert weights: float32, or bfloat16 where the engine
+# keeps a bfloat16 checkpoint's experts so, EngineSettings.expert_weights)
+_TYPE_BYTES = {"float": 4.0, "c10::BFloat16": 2.0, "c10::Half": 2.0, "double": 8.0}
+
+
 def _fused_expert_bytes(event: dict) -> float:
-    """Bytes of the two weights one expert hit of stream_moe read (its event's input dims: rows, w13, w2)."""
-    dims = (event.get("args") or {}).get("Input Dims") or []
-    return 4.0 * sum(d[0] * d[1] for d in dims[1:3] if len(d) == 2)  # fp32 engine
+    """Bytes of the two weights one expert hit of stream_moe read (its event's input dims: rows, w13, w2; their
+    input types, float32 where the trace has none)."""
+    args = event.get("args") or {}
+    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    sizes = [_TYPE_BYTES.get(types[i], 4.0) if i < len(types) else 4.0 for i in (1, 2)]
+    return sum(size * d[0] * d[1] for size, d in zip(sizes, dims[1:3], strict=False) if len(d) == 2)
 
 
 def _iterations(steps: list[dict], runs: list[dict]) -> list[tuple[float, float, dict | None, list[dict]]]:

@@ -27,9 +27,9 @@ def vllm_python(venv: Path = DEFAULT_VENV) -> Path | None:
     return python if probe.returncode == 0 else None
 
 
-def vllm_argv(python: Path, model: Path, port: int, num_draft: int, context: int) -> list[str]:
+def vllm_argv(python: Path, model: Path, port: int, num_draft: int, context: int, dtype: str = "float32") -> list[str]:
     argv = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--port", str(port)]
-    argv += ["--host", "127.0.0.1", "--dtype", "float32", "--max-model-len", str(context), "--max-num-seqs", "16"]
+    argv += ["--host", "127.0.0.1", "--dtype", dtype, "--max-model-len", str(context), "--max-num-seqs", "16"]
     if num_draft:
         config = {
             "method": "ngram",
@@ -43,14 +43,14 @@ def vllm_argv(python: Path, model: Path, port: int, num_draft: int, context: int
 
 @contextlib.contextmanager
 def running_vllm(
-    python: Path, model: Path, num_draft: int, context: int, log_path: Path, threads: int = 1
+    python: Path, model: Path, num_draft: int, context: int, log_path: Path, threads: int = 1, dtype: str = "float32"
 ) -> Iterator[str]:
     port = free_port()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_TARGET_DEVICE": "cpu", "OMP_NUM_THREADS": str(threads)}
     env.pop("PYTHONPATH", None)  # moe-serve's tree must not shadow anything in vLLM's venv
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            vllm_argv(python, model, port, num_draft, context),
+            vllm_argv(python, model, port, num_draft, context, dtype),
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

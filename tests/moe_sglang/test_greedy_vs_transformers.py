@@ -46,3 +46,16 @@ def test_plain_greedy_equals_transformers(arch, tiny_models, engine_pool):
     assert ("MoE sublayers ran by the decode_moe op" in log) == (arch == "mixtral")
     assert "MoE through SGLang's modules" not in log  # a Mixtral's MoE sublayers ran inline (inline_moe.py)
     assert FORKED in log  # the default process start on CPU (process_start.py)
+
+
+def test_bfloat16_valued_experts_are_kept_narrow_and_greedy_equals_transformers(tiny_models, engine_pool):
+    """The echo Mixtral's weights are bfloat16 values (a bfloat16 checkpoint as loaded): the engine keeps its experts
+    as bfloat16 (cpu_moe.py, the log says so) and still decodes what transformers decodes in float32."""
+    config = engine_config(tiny_models["mixtral-echo"])
+    url = engine_pool.url(config)
+    for prompt in [*random_prompts(2, 10, vocab=300, seed=5), REPETITIVE[0]]:
+        got = generate(url, prompt, NEW_TOKENS, ignore_eos=True)["output_ids"]
+        assert got == transformers_greedy(tiny_models["mixtral-echo"], prompt, NEW_TOKENS), prompt
+    log = engine_pool.logs[config].read_text()
+    assert "kept as bfloat16 (every value exact)" in log
+    assert "MoE sublayers ran by the decode_moe op" in log

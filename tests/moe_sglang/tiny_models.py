@@ -84,13 +84,17 @@ def make_checkpoint(
     layers: int = 2,
     experts: int = 8,
     echo: float = 0.0,
+    bf16_values: bool = False,
 ) -> Path:
     """Write a random `arch` checkpoint (fp32 safetensors + tokenizer) to `path` and return it.
 
     echo > 0 makes an "echo" model: the output head is the input embedding and the embedding is scaled by `echo`,
     so the residual stream favours repeating recent tokens while attention and experts still change the choice.
     Greedy output then falls into loops now and then, which gives n-gram and self drafts something to accept
-    (a plain random model almost never repeats itself, so every draft would be rejected)."""
+    (a plain random model almost never repeats itself, so every draft would be rejected).
+
+    bf16_values rounds every weight to a bfloat16 value (still saved as float32): a bfloat16 checkpoint as the engine
+    loads it, whose experts the CPU engine keeps as bfloat16 (moe_sglang/cpu_moe.py)."""
     import torch
     import transformers
 
@@ -107,5 +111,8 @@ def make_checkpoint(
         if echo:
             model.lm_head.weight.copy_(model.model.embed_tokens.weight * 4)
             model.model.embed_tokens.weight.mul_(echo)
+        if bf16_values:
+            for param in model.parameters():
+                param.copy_(param.to(torch.bfloat16).to(torch.float32))
     model.save_pretrained(path)
     return path
