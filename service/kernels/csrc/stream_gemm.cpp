@@ -56,7 +56,8 @@ constexpr int64_t kKinds = 5;
 
 // R output features at a time, M x rows: R * M accumulators of one vector each, every weight vector loaded once and
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
-// HINT and PF (floats ahead of each weight row being read) are the kind's prefetch; PF = 0: none.
+// HINT and PF (floats ahead of each weight row being read; a bfloat16 weight prefetches the same bytes ahead) are the
+// kind's prefetch; PF = 0: none.
 // kSequential: one output feature at a time, M accumulators, the weight read in address order.
 // W: float, or uint16_t for a bfloat16 weight (its bits), widened to float32 exactly as it is loaded (load512 etc.,
 // widen); the tails (features past the last whole vector) are explicit fused multiply-adds, so a weight's float32
@@ -73,7 +74,8 @@ constexpr int64_t kKinds = 5;
       for (int a = 0; a < R; ++a) {                                                                             \
         wv[a] = LOAD(w + (j + a) * in + k);                                                                     \
         if (PF > 0)                                                                                             \
-          _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF), static_cast<_mm_hint>(HINT));  \
+          _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF * 4 / sizeof(W)),                 \
+                       static_cast<_mm_hint>(HINT));                                                    \
       }                                                                                                         \
       for (int r = 0; r < M; ++r) {                                                                             \
         const VEC xv = LOAD(x + r * in + k);                                                                    \
@@ -99,7 +101,7 @@ constexpr int64_t kKinds = 5;
       VEC a0 = ZERO(), a1 = ZERO(), a2 = ZERO(), a3 = ZERO();                                                   \
       int64_t k = 0;                                                                                            \
       for (; k < body4; k += 4 * WIDTH) {                                                                       \
-        if (PF > 0) _mm_prefetch(reinterpret_cast<const char*>(wj + k + PF), _MM_HINT_T1);                      \
+        if (PF > 0) _mm_prefetch(reinterpret_cast<const char*>(wj + k + PF * 4 / sizeof(W)), _MM_HINT_T1);      \
         a0 = FMA(LOAD(wj + k), LOAD(x + k), a0);                                                                \
         a1 = FMA(LOAD(wj + k + WIDTH), LOAD(x + k + WIDTH), a1);                                                \
         a2 = FMA(LOAD(wj + k + 2 * WIDTH), LOAD(x + k + 2 * WIDTH), a2);                                        \
