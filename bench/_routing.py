@@ -102,18 +102,31 @@ def expert_products(model: torch.nn.Module, probe: RoutingProbe, experts: str) -
 @contextlib.contextmanager
 def engine_experts(model: torch.nn.Module) -> Iterator[GemmPlan]:
     """Run every Mixtral expert block of `model` with the CPU engine's expert products for the duration of the block:
-    a `GemmPlan` tuned here on the model's own weights (every form per row count, as the engine's first forward
-    does). Like the engine's MoE it cannot skip a slot: under a truncating budget set `RoutingProbe.redirect`."""
+    its weights as the engine keeps them (kept_weights), a `GemmPlan` tuned here on them (every form per row count, as
+    the engine's first forward does). Like the engine's MoE it cannot skip a slot: under a truncating budget set `RoutingProbe.redirect`."""
     block = next((m for m in model.modules() if type(m).__name__ == "MixtralExperts"), None)
     if block is None:
         raise ValueError(f"{type(model).__name__} has no MixtralExperts modules")
-    plan = GemmPlan().tune([block.gate_up_proj.detach(), block.down_proj.detach()])  # every layer: one shape
+    plan = GemmPlan().tune(kept_weights(block), inputs=torch.float32)  # every layer: one shape
     with _patched(model, "MixtralExperts", lambda experts: _planned(experts, plan)):
         yield plan
 
 
+def kept_weights(block) -> list[torch.Tensor]:
+    """A block's (w13, w2) as the engine keeps them by default (EngineSettings.expert_weights): bfloat16 where every
+    value of both is one (a bfloat16 checkpoint's, as cpu_moe._store decides), else its float32 weights."""
+    from moe_sglang.cpu_moe import exact_bf16
+    from moe_sglang.settings import EngineSettings
+
+    weights = [block.gate_up_proj.detach(), block.down_proj.detach()]
+    if EngineSettings().expert_weights != "bf16-exact" or any(w.dtype != torch.float32 for w in weights):
+        return weights
+    narrow = [exact_bf16(w) for w in weights]
+    return weights if any(n is None for n in narrow) else narrow
+
+
 def _planned(block, plan: GemmPlan):
-    w13, w2 = block.gate_up_proj.detach(), block.down_proj.detach()
+    w13, w2 = kept_weights(block)
 
     def forward(hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
         if bool((top_k_index >= block.num_experts).any()):

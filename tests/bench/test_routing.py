@@ -48,3 +48,16 @@ def test_probed_routers_run_the_experts_eagerly_and_restore_their_form(model):
     with probed_routers(model):
         assert {m.config._experts_implementation for m in experts} == {"eager"}
     assert model.config._experts_implementation == before
+
+
+def test_the_engine_experts_are_kept_as_the_engine_keeps_them(model):
+    """The bundled checkpoint is bfloat16: its experts are multiplied from bfloat16 copies, as the engine's are
+    (EngineSettings.expert_weights), and a block whose values are not all bfloat16 keeps float32."""
+    from bench._routing import kept_weights
+
+    block = next(m for m in model.modules() if type(m).__name__ == "MixtralExperts")
+    kept = kept_weights(block)
+    assert [w.dtype for w in kept] == [torch.bfloat16] * 2
+    assert torch.equal(kept[0].float(), block.gate_up_proj) and torch.equal(kept[1].float(), block.down_proj)
+    inexact = type("Block", (), {"gate_up_proj": block.gate_up_proj + 1e-4, "down_proj": block.down_proj})()
+    assert [w.dtype for w in kept_weights(inexact)] == [torch.float32] * 2
