@@ -13,8 +13,9 @@ form the runs before 2026-11-26 measured). Two sweeps per model:
 Next to them: a least-squares fit time = a + c·t + b·(L·unique), every coefficient >= 0, over all measured points of a
 model (pred_fit_ms),
 MoESD's N(t) = E·(1-(1-k/E)^t) (service/policy/moesd.py) put in place of the measured unique experts of the
-natural sweep (pred_moesd_ms: how far uniform routing is from the real router), and the bandwidth limit = bytes of the unique experts /
-memory bandwidth of this machine (a large torch copy, read+write bytes / time).
+natural sweep (pred_moesd_ms: how far uniform routing is from the real router), and the bandwidth limit = bytes of the unique experts
+(as the products read them: bfloat16 where the engine keeps them so) / memory bandwidth of this machine (a large torch
+copy, read+write bytes / time).
 
     python -m bench.verify_cost [--model PATH] [--inflate N] [--max-k 7] [--experts engine|transformers] [--quick]
                                 [--out DIR]
@@ -33,7 +34,7 @@ import torch
 from bench._common import figure, out_dir, save_figure, table, write_json
 from bench._heldout import heldout_documents
 from bench._models import MoeCheckpoint, add_setup_arguments, read_checkpoint, setup_from_args, timed_model
-from bench._routing import EXPERTS, expert_products, probed_routers
+from bench._routing import EXPERTS, expert_products, kept_weights, probed_routers
 from service.policy.least_squares import fit_nonnegative
 from service.policy.moesd import expected_experts
 
@@ -88,6 +89,9 @@ def measure_model(
             windows.append(ids)
     if not windows:
         raise RuntimeError(f"no held-out text of {prefix + max_k + 1} tokens")
+    # bytes per expert weight read: the engine keeps a bfloat16 checkpoint's experts as bfloat16 (kept_weights)
+    block = next(m for m in model.modules() if type(m).__name__ == "MixtralExperts")
+    itemsize = kept_weights(block)[0].element_size() if experts == "engine" else 4
     rows = []
     with probed_routers(model) as probe, expert_products(model, probe, experts):
         cached = [CachedPrefix(model, ids, prefix) for ids in windows]
@@ -99,17 +103,17 @@ def measure_model(
                     probe.reset()
                     times.append(c.forward(t))
                     unique.append(sum(probe.unique) / len(probe.unique))
-            rows.append(_row(ckpt, "natural", t, times, statistics.mean(unique)))
+            rows.append(_row(ckpt, "natural", t, times, statistics.mean(unique), itemsize))
         t = max_k + 1
         for u in range(ckpt.top_k, min(ckpt.num_experts, t * ckpt.top_k) + 1):
             probe.force_unique = u
             times = [cached[0].forward(t) for _ in range(repeats * len(cached))]
-            rows.append(_row(ckpt, "forced", t, times, float(u)))
+            rows.append(_row(ckpt, "forced", t, times, float(u), itemsize))
         probe.force_unique = None
     return rows
 
 
-def _row(ckpt: MoeCheckpoint, sweep: str, tokens: int, times: list[float], unique: float) -> dict:
+def _row(ckpt: MoeCheckpoint, sweep: str, tokens: int, times: list[float], unique: float, itemsize: int = 4) -> dict:
     return {
         "model": ckpt.path.name,
         "sweep": sweep,
@@ -118,7 +122,7 @@ def _row(ckpt: MoeCheckpoint, sweep: str, tokens: int, times: list[float], uniqu
         # MoESD's uniform-routing prediction only describes natural routing
         "moesd_n_t": expected_experts(tokens, ckpt.num_experts, ckpt.top_k) if sweep == "natural" else None,
         "time_ms": min(times) * 1e3,  # best of the repeats: other jobs on a shared machine only add time
-        "expert_bytes": unique * ckpt.num_layers * ckpt.expert_params * 4,
+        "expert_bytes": unique * ckpt.num_layers * ckpt.expert_params * itemsize,
     }
 
 

@@ -16,8 +16,9 @@ Expert weights a checkpoint stores as bfloat16 are loaded by SGLang widened to f
 doubles the bytes every decode and verify step reads for values bfloat16 holds exactly. Where every value of a layer's
 w13 and w2 is a bfloat16 (checked at the layer's first forward), they are kept as bfloat16 (setting
 `expert_weights=bf16-exact`, the default) and the stream kernel widens each one back to the same float32 in registers
-before multiplying: the products are the float32 model's to summation order, as the stream walks' already are
-(F.linear gets a widened copy where the plan gives torch's forms, or beyond its rows). `expert_weights=float32` keeps
+before multiplying: the products are the float32 model's bit for bit where the plan's walks run (up to 16 rows per
+expert hit), to summation order past them (up to 64 rows the walks over pieces of 16 rows, beyond F.linear on a widened
+copy). `expert_weights=float32` keeps
 SGLang's float32 copy (comparisons; also every checkpoint whose experts are not bfloat16 values).
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
@@ -141,7 +142,7 @@ def _store(layer, config) -> None:
 
 def exact_bf16(weight: torch.Tensor) -> torch.Tensor | None:
     """`weight` (float32) as bfloat16 where that is exact for every value (each widens back to the same float32),
-    else None. Matrix by matrix, so at most one matrix's float32 copy is made at a time."""
+    else None. 4096 rows at a time, so the check's float32 copy stays small."""
     out = torch.empty(weight.shape, dtype=torch.bfloat16)
     rows_out, rows_in = out.view(-1, weight.shape[-1]), weight.reshape(-1, weight.shape[-1])
     for start in range(0, rows_in.shape[0], 4096):

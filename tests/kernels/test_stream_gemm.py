@@ -133,6 +133,24 @@ def test_stream_moe_multiplies_bfloat16_weights_as_their_float32_values(isa):
         assert torch.equal(got, stream_gemm.stream_moe(x[:tokens], w13.float(), w2.float(), *args)), tokens
 
 
+@pytest.mark.parametrize("tokens", [40, 120])  # hits of 17-64 rows; past 64
+def test_bfloat16_experts_past_the_plans_rows_are_multiplied_in_pieces(tokens):
+    """A plan of walks only (a bfloat16 weight's) and expert hits of more than 16 rows: up to 64 rows the walks run
+    over pieces of at most 16 rows (no float32 copy of the weight), beyond it F.linear on a widened copy; both are the
+    reference MoE on the widened weights, to rounding."""
+    from service.kernels.moe_ref import moe_forward
+
+    g = torch.Generator().manual_seed(tokens)
+    w13, w2 = torch.randn(3, 2 * 24, 20, generator=g) / 4, torch.randn(3, 20, 24, generator=g) / 4
+    w13, w2 = w13.to(torch.bfloat16), w2.to(torch.bfloat16)
+    x = torch.randn(tokens, 20, generator=g)
+    ids, weights = _routing(tokens, 3, 2, seed=tokens)
+    assert int(torch.bincount(ids.flatten()).max()) > stream_gemm.MAX_ROWS  # some hit past the plan's rows
+    walks = [m % len(stream_gemm.KINDS) for m in range(stream_gemm.MAX_ROWS)]
+    got = stream_gemm.stream_moe(x, w13, w2, ids, weights, walks, walks[::-1])
+    torch.testing.assert_close(got, moe_forward(x, w13.float(), w2.float(), ids, weights), rtol=1e-5, atol=1e-5)
+
+
 def test_stream_moe_reads_views_and_int32_ids():
     from service.kernels.moe_ref import moe_forward
 

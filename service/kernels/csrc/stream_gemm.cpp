@@ -30,6 +30,14 @@ namespace {
 using namespace moe_serve_stream;  // the vector helpers per ISA (stream_gemm.h)
 
 constexpr int kMaxRows = 16;
+constexpr int64_t kChunkedRows = 64;  // the most rows an expert hit with bfloat16 weights multiplies by walks
+
+// Whether a plan's forms for rows 1..kMaxRows are all stream walks (a bfloat16 weight's plan: torch's forms are not
+// timed for it).
+bool all_walks(at::IntArrayRef kinds) {
+  return static_cast<int64_t>(kinds.size()) >= kMaxRows &&
+         std::all_of(kinds.begin(), kinds.begin() + kMaxRows, [](int64_t kind) { return kind >= 0; });
+}
 
 // How the weight is walked and prefetched (`kind`, the op's last argument). Which is fastest depends on the CPU and
 // the weight's shape, so GemmPlan times each on the layer's own weights (small_gemm.py's forms stream*). Measured on
@@ -298,7 +306,11 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
     // inputs are made only while a profiler asks for them
     RECORD_FUNCTION("moe_serve::stream_moe_expert",
                     std::vector<c10::IValue>({torch::empty({m, hidden}, xc.options()), w13c[e], w2c[e]}));
-    if (kind13 >= 0 && kind2 >= 0 && m <= kMaxRows) {
+    // bfloat16 weights past the plan's rows: the walks over pieces of at most kMaxRows rows (the weight read once a
+    // piece) up to kChunkedRows rows, where F.linear would need a float32 copy of the weight first (read 2 bytes,
+    // write 4, read 4 again per weight)
+    const bool chunked = bf16 && m > kMaxRows && m <= kChunkedRows && all_walks(kinds13) && all_walks(kinds2);
+    if ((kind13 >= 0 && kind2 >= 0 && m <= kMaxRows) || chunked) {
       // both products stream walks: on plain buffers, without a tensor op per hit (at a decode's 1-2 rows per
       // expert those ops cost more than the products of moe-fine's small experts)
       if (!rows) {  // at most one hit per (token, slot): sized once per call
@@ -311,19 +323,29 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
       }
       for (int64_t r = 0; r < m; ++r)
         std::memcpy(rows + r * hidden, xp + (hit[r] / k) * hidden, hidden * sizeof(float));
-      if (bf16)
-        stream_product(rows, w13h + e * 2 * inter * hidden, gate_up, m, hidden, 2 * inter, kind13, kernel_bf16);
-      else
-        stream_product(rows, w13p + e * 2 * inter * hidden, gate_up, m, hidden, 2 * inter, kind13, kernel);
+      for (int64_t c = 0; c < m; c += kMaxRows) {
+        const int64_t piece = std::min<int64_t>(kMaxRows, m - c), kind = form_for(kinds13, piece);
+        if (bf16)
+          stream_product(rows + c * hidden, w13h + e * 2 * inter * hidden, gate_up + c * 2 * inter, piece, hidden,
+                         2 * inter, kind, kernel_bf16);
+        else
+          stream_product(rows + c * hidden, w13p + e * 2 * inter * hidden, gate_up + c * 2 * inter, piece, hidden,
+                         2 * inter, kind, kernel);
+      }
       for (int64_t r = 0; r < m; ++r)  // silu(gate) * up
         for (int64_t i = 0; i < inter; ++i) {
           const float g = gate_up[r * 2 * inter + i];
           act[r * inter + i] = g / (1.0f + std::exp(-g)) * gate_up[r * 2 * inter + inter + i];
         }
-      if (bf16)
-        stream_product(act, w2h + e * hidden * inter, down, m, inter, hidden, kind2, kernel_bf16);
-      else
-        stream_product(act, w2p + e * hidden * inter, down, m, inter, hidden, kind2, kernel);
+      for (int64_t c = 0; c < m; c += kMaxRows) {
+        const int64_t piece = std::min<int64_t>(kMaxRows, m - c), kind = form_for(kinds2, piece);
+        if (bf16)
+          stream_product(act + c * inter, w2h + e * hidden * inter, down + c * hidden, piece, inter, hidden, kind,
+                         kernel_bf16);
+        else
+          stream_product(act + c * inter, w2p + e * hidden * inter, down + c * hidden, piece, inter, hidden, kind,
+                         kernel);
+      }
       for (int64_t r = 0; r < m; ++r)
         std::memcpy(slot_out + hit[r] * hidden, down + r * hidden, hidden * sizeof(float));
       continue;
