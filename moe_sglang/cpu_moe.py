@@ -17,7 +17,7 @@ doubles the bytes every decode and verify step reads for values bfloat16 holds e
 w13 and w2 is a bfloat16 (checked at the layer's first forward), they are kept as bfloat16 (setting
 `expert_weights=bf16-exact`, the default) and the stream kernel widens each one back to the same float32 in registers
 before multiplying: the products are the float32 model's bit for bit where the plan's walks run (up to 16 rows per
-expert hit), to summation order past them (up to 64 rows the walks over pieces of 16 rows, beyond F.linear on a widened
+expert hit), to summation order past them (up to 32 rows the walks over pieces of 16 rows, beyond F.linear on a widened
 copy). `expert_weights=float32` keeps
 SGLang's float32 copy (comparisons; also every checkpoint whose experts are not bfloat16 values).
 

@@ -30,7 +30,10 @@ namespace {
 using namespace moe_serve_stream;  // the vector helpers per ISA (stream_gemm.h)
 
 constexpr int kMaxRows = 16;
-constexpr int64_t kChunkedRows = 64;  // the most rows an expert hit with bfloat16 weights multiplies by walks
+// the most rows an expert hit with bfloat16 weights multiplies by walks over pieces of kMaxRows rows: moe-fine x48's
+// experts, 1 thread, 2-core AMD EPYC with AVX-512 (bench/results/bf16-experts-s44/chunks.txt): pieces 0.75-1.04x
+// of F.linear on a float32 copy at 17-32 rows over two runs, 1.32x / 1.21x at 48 / 64 (the runs' spread is +-25 %)
+constexpr int64_t kChunkedRows = 32;
 
 // Whether a plan's forms for rows 1..kMaxRows are all stream walks (a bfloat16 weight's plan: torch's forms are not
 // timed for it).
@@ -307,8 +310,8 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
     RECORD_FUNCTION("moe_serve::stream_moe_expert",
                     std::vector<c10::IValue>({torch::empty({m, hidden}, xc.options()), w13c[e], w2c[e]}));
     // bfloat16 weights past the plan's rows: the walks over pieces of at most kMaxRows rows (the weight read once a
-    // piece) up to kChunkedRows rows, where F.linear would need a float32 copy of the weight first (read 2 bytes,
-    // write 4, read 4 again per weight)
+    // piece) up to kChunkedRows rows, where F.linear needs a float32 copy of the weight first (read 2 bytes, write 4,
+    // read 4 again per weight); past them BLAS's GEMM on that copy is the faster
     const bool chunked = bf16 && m > kMaxRows && m <= kChunkedRows && all_walks(kinds13) && all_walks(kinds2);
     if ((kind13 >= 0 && kind2 >= 0 && m <= kMaxRows) || chunked) {
       // both products stream walks: on plain buffers, without a tensor op per hit (at a decode's 1-2 rows per
