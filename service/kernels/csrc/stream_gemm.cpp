@@ -74,8 +74,8 @@ constexpr int64_t kKinds = 5;
 // widen); the tails (features past the last whole vector) are explicit fused multiply-adds, so a weight's float32
 // and bfloat16 forms give the same bits (the compiler contracted one form's tail and not the other's).
 #define STREAM_KERNEL(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM)                                     \
-  template <typename W, int M, int R, int HINT, int64_t PF>                                                                 \
-  __attribute__((target(TARGET))) void NAME##_block(const float* x, const W* w, float* y, int64_t j,        \
+  template <typename W, int M, int R, int HINT, int64_t PF>                                                     \
+  __attribute__((target(TARGET))) void NAME##_block(const float* x, const W* w, float* y, int64_t j,            \
                                                     int64_t in, int64_t out, int64_t body) {                    \
     VEC acc[R][M];                                                                                              \
     for (int a = 0; a < R; ++a)                                                                                 \
@@ -85,8 +85,8 @@ constexpr int64_t kKinds = 5;
       for (int a = 0; a < R; ++a) {                                                                             \
         wv[a] = LOAD(w + (j + a) * in + k);                                                                     \
         if (PF > 0)                                                                                             \
-          _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF * 4 / sizeof(W)),                 \
-                       static_cast<_mm_hint>(HINT));                                                    \
+          _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF * 4 / sizeof(W)),                \
+                       static_cast<_mm_hint>(HINT));                                                            \
       }                                                                                                         \
       for (int r = 0; r < M; ++r) {                                                                             \
         const VEC xv = LOAD(x + r * in + k);                                                                    \
@@ -94,21 +94,21 @@ constexpr int64_t kKinds = 5;
       }                                                                                                         \
     }                                                                                                           \
     for (int a = 0; a < R; ++a) {                                                                               \
-      const W* wj = w + (j + a) * in;                                                                       \
+      const W* wj = w + (j + a) * in;                                                                           \
       for (int r = 0; r < M; ++r) {                                                                             \
         float s = HSUM(acc[a][r]);                                                                              \
-        for (int64_t k = body; k < in; ++k) s = std::fma(widen(wj[k]), x[r * in + k], s);                                         \
+        for (int64_t k = body; k < in; ++k) s = std::fma(widen(wj[k]), x[r * in + k], s);                       \
         y[r * out + j + a] = s;                                                                                 \
       }                                                                                                         \
     }                                                                                                           \
   }                                                                                                             \
   /* one row, one feature at a time: four accumulators, so the FMAs of a weight row are four chains, not one */ \
-  template <typename W, int64_t PF>                                                                                       \
-  __attribute__((target(TARGET))) void NAME##_seq1(const float* x, const W* w, float* y, int64_t begin,     \
+  template <typename W, int64_t PF>                                                                             \
+  __attribute__((target(TARGET))) void NAME##_seq1(const float* x, const W* w, float* y, int64_t begin,         \
                                                    int64_t end, int64_t in, int64_t body) {                     \
     const int64_t body4 = body - body % (4 * WIDTH);                                                            \
     for (int64_t j = begin; j < end; ++j) {                                                                     \
-      const W* wj = w + j * in;                                                                             \
+      const W* wj = w + j * in;                                                                                 \
       VEC a0 = ZERO(), a1 = ZERO(), a2 = ZERO(), a3 = ZERO();                                                   \
       int64_t k = 0;                                                                                            \
       for (; k < body4; k += 4 * WIDTH) {                                                                       \
@@ -120,56 +120,56 @@ constexpr int64_t kKinds = 5;
       }                                                                                                         \
       for (; k < body; k += WIDTH) a0 = FMA(LOAD(wj + k), LOAD(x + k), a0);                                     \
       float s = HSUM(ADD(ADD(a0, a1), ADD(a2, a3)));                                                            \
-      for (k = body; k < in; ++k) s = std::fma(widen(wj[k]), x[k], s);                                                            \
+      for (k = body; k < in; ++k) s = std::fma(widen(wj[k]), x[k], s);                                          \
       y[j] = s;                                                                                                 \
     }                                                                                                           \
   }                                                                                                             \
-  template <typename W, int M, int HINT, int64_t PF>                                                                      \
-  __attribute__((target(TARGET))) void NAME##_walk(const float* x, const W* w, float* y, int64_t begin,     \
+  template <typename W, int M, int HINT, int64_t PF>                                                            \
+  __attribute__((target(TARGET))) void NAME##_walk(const float* x, const W* w, float* y, int64_t begin,         \
                                                    int64_t end, int64_t in, int64_t out, int64_t body) {        \
     constexpr int R = (M <= 4) ? 4 : (M <= 8 ? 2 : 1); /* R * M accumulators within the register file */        \
     int64_t j = begin;                                                                                          \
-    for (; j + R <= end; j += R) NAME##_block<W, M, R, HINT, PF>(x, w, y, j, in, out, body);                       \
-    for (; j < end; ++j) NAME##_block<W, M, 1, HINT, PF>(x, w, y, j, in, out, body);                               \
+    for (; j + R <= end; j += R) NAME##_block<W, M, R, HINT, PF>(x, w, y, j, in, out, body);                    \
+    for (; j < end; ++j) NAME##_block<W, M, 1, HINT, PF>(x, w, y, j, in, out, body);                            \
   }                                                                                                             \
-  template <typename W, int M>                                                                                            \
-  __attribute__((target(TARGET))) void NAME##_rows(const float* x, const W* w, float* y, int64_t begin,     \
+  template <typename W, int M>                                                                                  \
+  __attribute__((target(TARGET))) void NAME##_rows(const float* x, const W* w, float* y, int64_t begin,         \
                                                    int64_t end, int64_t in, int64_t out, int64_t kind) {        \
     const int64_t body = in - in % WIDTH;                                                                       \
     switch (kind) {                                                                                             \
-      case kLockstep: return NAME##_walk<W, M, _MM_HINT_T0, 2048>(x, w, y, begin, end, in, out, body);             \
-      case kLockstepL2: return NAME##_walk<W, M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);           \
-      case kLockstepL2Near: return NAME##_walk<W, M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);        \
+      case kLockstep: return NAME##_walk<W, M, _MM_HINT_T0, 2048>(x, w, y, begin, end, in, out, body);          \
+      case kLockstepL2: return NAME##_walk<W, M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);        \
+      case kLockstepL2Near: return NAME##_walk<W, M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);     \
       case kSequentialHw: /* kSequential with the hardware prefetchers alone */                                 \
-        if (M == 1) return NAME##_seq1<W, 0>(x, w, y, begin, end, in, body);                                       \
-        for (int64_t j = begin; j < end; ++j) NAME##_block<W, M, 1, _MM_HINT_T1, 0>(x, w, y, j, in, out, body);    \
+        if (M == 1) return NAME##_seq1<W, 0>(x, w, y, begin, end, in, body);                                    \
+        for (int64_t j = begin; j < end; ++j) NAME##_block<W, M, 1, _MM_HINT_T1, 0>(x, w, y, j, in, out, body); \
         return;                                                                                                 \
       default: /* kSequential: one feature at a time, nearer prefetch for one row (fewer FMAs per byte) */      \
-        if (M == 1) return NAME##_seq1<W, 512>(x, w, y, begin, end, in, body);                                     \
+        if (M == 1) return NAME##_seq1<W, 512>(x, w, y, begin, end, in, body);                                  \
         for (int64_t j = begin; j < end; ++j)                                                                   \
-          NAME##_block<W, M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body);                      \
+          NAME##_block<W, M, 1, _MM_HINT_T1, M == 1 ? 512 : 2048>(x, w, y, j, in, out, body);                   \
     }                                                                                                           \
   }                                                                                                             \
   template <typename W>                                                                                         \
-  __attribute__((target(TARGET))) void NAME(const float* x, const W* w, float* y, int m, int64_t begin,            \
+  __attribute__((target(TARGET))) void NAME(const float* x, const W* w, float* y, int m, int64_t begin,         \
                                             int64_t end, int64_t in, int64_t out, int64_t kind) {               \
     switch (m) {                                                                                                \
-      case 1: return NAME##_rows<W, 1>(x, w, y, begin, end, in, out, kind);                                        \
-      case 2: return NAME##_rows<W, 2>(x, w, y, begin, end, in, out, kind);                                        \
-      case 3: return NAME##_rows<W, 3>(x, w, y, begin, end, in, out, kind);                                        \
-      case 4: return NAME##_rows<W, 4>(x, w, y, begin, end, in, out, kind);                                        \
-      case 5: return NAME##_rows<W, 5>(x, w, y, begin, end, in, out, kind);                                        \
-      case 6: return NAME##_rows<W, 6>(x, w, y, begin, end, in, out, kind);                                        \
-      case 7: return NAME##_rows<W, 7>(x, w, y, begin, end, in, out, kind);                                        \
-      case 8: return NAME##_rows<W, 8>(x, w, y, begin, end, in, out, kind);                                        \
-      case 9: return NAME##_rows<W, 9>(x, w, y, begin, end, in, out, kind);                                        \
-      case 10: return NAME##_rows<W, 10>(x, w, y, begin, end, in, out, kind);                                      \
-      case 11: return NAME##_rows<W, 11>(x, w, y, begin, end, in, out, kind);                                      \
-      case 12: return NAME##_rows<W, 12>(x, w, y, begin, end, in, out, kind);                                      \
-      case 13: return NAME##_rows<W, 13>(x, w, y, begin, end, in, out, kind);                                      \
-      case 14: return NAME##_rows<W, 14>(x, w, y, begin, end, in, out, kind);                                      \
-      case 15: return NAME##_rows<W, 15>(x, w, y, begin, end, in, out, kind);                                      \
-      default: return NAME##_rows<W, 16>(x, w, y, begin, end, in, out, kind);                                      \
+      case 1: return NAME##_rows<W, 1>(x, w, y, begin, end, in, out, kind);                                     \
+      case 2: return NAME##_rows<W, 2>(x, w, y, begin, end, in, out, kind);                                     \
+      case 3: return NAME##_rows<W, 3>(x, w, y, begin, end, in, out, kind);                                     \
+      case 4: return NAME##_rows<W, 4>(x, w, y, begin, end, in, out, kind);                                     \
+      case 5: return NAME##_rows<W, 5>(x, w, y, begin, end, in, out, kind);                                     \
+      case 6: return NAME##_rows<W, 6>(x, w, y, begin, end, in, out, kind);                                     \
+      case 7: return NAME##_rows<W, 7>(x, w, y, begin, end, in, out, kind);                                     \
+      case 8: return NAME##_rows<W, 8>(x, w, y, begin, end, in, out, kind);                                     \
+      case 9: return NAME##_rows<W, 9>(x, w, y, begin, end, in, out, kind);                                     \
+      case 10: return NAME##_rows<W, 10>(x, w, y, begin, end, in, out, kind);                                   \
+      case 11: return NAME##_rows<W, 11>(x, w, y, begin, end, in, out, kind);                                   \
+      case 12: return NAME##_rows<W, 12>(x, w, y, begin, end, in, out, kind);                                   \
+      case 13: return NAME##_rows<W, 13>(x, w, y, begin, end, in, out, kind);                                   \
+      case 14: return NAME##_rows<W, 14>(x, w, y, begin, end, in, out, kind);                                   \
+      case 15: return NAME##_rows<W, 15>(x, w, y, begin, end, in, out, kind);                                   \
+      default: return NAME##_rows<W, 16>(x, w, y, begin, end, in, out, kind);                                   \
     }                                                                                                           \
   }
 
