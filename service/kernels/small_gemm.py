@@ -228,9 +228,8 @@ def time_forms(
     candidates: tuple[str, ...] = FORMS,
     inputs: torch.dtype | None = None,
 ) -> dict[str, float]:
-    """Seconds per form of `candidates` available for `stack` and `rows` (stream forms: up to their row limit; torch's:
-    float32 weights only)
-    against the matrices of `stack` (at most 8, one product each, so the weights come from memory as in a step), rows
+    """Seconds per form of `candidates` available for `stack` and `rows` (stream forms: float32 rows, up to their row
+    limit; torch's: rows of the weights' dtype) against the matrices of `stack` (at most 8, one product each, so the weights come from memory as in a step), rows
     of dtype `inputs` (default: the weights'): the best of `repeats` passes, the forms taking turns pass by pass."""
     inputs = inputs or stack.dtype
     x = torch.randn(rows, stack.shape[2], dtype=inputs)
