@@ -133,7 +133,9 @@ def test_bfloat16_checkpoint_experts_are_kept_as_bfloat16_and_multiply_alike(pla
     want = torch.bfloat16 if keep else torch.float32
     assert layer.w13_weight.dtype == layer.w2_weight.dtype == want
     torch.testing.assert_close(ours, moe_forward_native(wide, x, topk, _config()), rtol=1e-5, atol=1e-5)
-    assert cpu_moe.stream_kinds(layer, _config()) is not None or not cpu_moe._ORIGINAL
+    cpu_moe._ORIGINAL.append(moe_forward_native)  # as install() leaves it: the layer is then the library's to run
+    kinds = cpu_moe.stream_kinds(layer, _config())
+    assert kinds is not None and all(k >= 0 for k in kinds[0] + kinds[1])  # the decode op gets the stream walks
 
 
 def test_experts_that_are_not_bfloat16_values_stay_float32(plan):
