@@ -101,7 +101,8 @@ class SpecRuntime:
     last_routing: dict = field(default_factory=dict)
     last_routing_step: int = -1
     # rid -> the output length at which its rest ends (StepPlan.rest_until): until then it steps as if its hints
-    # capped K at 0, so it is not drafted for, judged or shown to a policy as a request that may draft
+    # capped K at 0, so it is not shown to a policy as a request that may draft; a draft in hand for free (NGRAM) is
+    # still judged (shadow.py), and a draft accepted to its end ends the rest (close)
     resting: dict[str, int] = field(default_factory=dict)
     step_log: StepLog | None = field(init=False)  # settings.step_log's file, if set
 
@@ -194,6 +195,9 @@ class SpecRuntime:
         for name in dict.fromkeys(plan.policies):
             # every policy sees the whole step: its cost model fits step time against the whole batch's work
             self.policies.observe(name, stats)
+        for judged in shadow:  # a draft accepted to its end ends a rest (Decision.rest_until), as in the policies
+            if 0 < judged.accepted == judged.k:
+                self.resting.pop(judged.request_id, None)
         self._remember(requests)
         self.request_stats.record_step(
             step.rids,

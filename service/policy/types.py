@@ -93,8 +93,10 @@ class Decision:
     expert_budget: tuple[int, ...] | None = None  # [num_layers] experts kept per MoE layer in verify; None = no budget
     # requests at K = 0 whose drafter the engine judges this step without a verify (BatchView.judging)
     judge: frozenset[str] = frozenset()
-    # per request in `requests` order: the engine keeps it at K = 0 without drafting for it, judging it or asking a
-    # policy about it until its tokens_so_far reaches this count (0: not resting); () = nobody rests
+    # per request in `requests` order: the engine keeps it at K = 0 without asking a policy about it until its
+    # tokens_so_far reaches this count (0: not resting); () = nobody rests. A drafter whose draft is in hand for free
+    # (NGRAM) still judges it by the tokens emitted (StepStats.shadow); a judgement that accepts the whole draft ends
+    # the rest, for the engine and for the policy alike
     rest_until: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:

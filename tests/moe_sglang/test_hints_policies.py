@@ -192,8 +192,9 @@ def test_a_rest_is_passed_on_only_where_k_stays_0(monkeypatch):
 
 
 def test_a_resting_request_steps_as_if_capped_at_k0_until_its_rest_ends(monkeypatch):
-    """StepPlan.rest_until: a resting request's hints cap K at 0 (no lookup, no judgement, no policy view of a
-    request that may draft) until it has emitted that many tokens; a batch of resting requests asks no policy."""
+    """StepPlan.rest_until: a resting request's hints cap K at 0 (no policy view of a request that may draft; NGRAM
+    still judges its draft, test_plain_burst.py) until it has emitted that many tokens; a batch of resting requests
+    asks no policy."""
     from moe_sglang.step import SpecRuntime
 
     runtime = SpecRuntime(EngineSettings(), SHAPE)

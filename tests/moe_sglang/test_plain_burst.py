@@ -179,3 +179,43 @@ def test_a_draft_judged_through_a_burst_is_walked_along_each_forwards_token():
     assert _judge_shadow(shadow, first, [0], DraftTrees.nothing(1), out, column=0) == ()  # 6 matches
     (judged,) = _judge_shadow(shadow, first, [0], DraftTrees.nothing(1), out, column=1)  # 9 is not 7
     assert (judged.k, judged.accepted) == (3, 2)
+
+
+def test_resting_requests_are_looked_up_for_judging_only_where_no_draft_of_theirs_is_judged(monkeypatch):
+    """A resting request's draft in hand (NGRAM) is judged by the tokens emitted during its rest (an accepted one
+    ends the rest): it is looked up where no walk of its is in progress, and the policies see no draft for it."""
+    from moe_sglang import ngram_worker
+    from moe_sglang.shadow import ShadowDrafts
+    from moe_sglang.verify import DraftTrees
+
+    asked = []
+    monkeypatch.setattr(
+        ngram_worker, "lookup", lambda worker, reqs, rows: asked.append(rows) or DraftTrees(None, None, [4, 4, 4])
+    )
+    shadow = ShadowDrafts()
+    shadow.walks["r1"] = object()  # r1's draft is being judged already
+    worker = SimpleNamespace(shadow=shadow, spec_runtime=SimpleNamespace(count_draft=lambda: None))
+    step = StepInFlight(("r0", "r1", "r2"), (RequestHints(max_k=0),) * 3, (), 3, 100, 0.0, resting=(True, True, False))
+    trees = ngram_worker._timed_lookup(worker, SimpleNamespace(reqs=[None] * 3), step)
+    assert asked == [[0]]  # r2 is capped at K = 0 by its hints: never looked up
+    assert ngram_worker._unresting(trees.drafts, step) == [0, 0, 4]
+    awake = StepInFlight(("r0",), (RequestHints(),), (), 3, 100, 0.0)
+    ngram_worker._timed_lookup(worker, SimpleNamespace(reqs=[None]), awake)
+    assert asked[-1] == [0] and ngram_worker._unresting([4], awake) == [4]
+
+
+def test_an_accepted_judgement_ends_a_rest_in_the_runtime():
+    """Decision.rest_until: a judged draft that was accepted to its end ends its request's rest (the policy ends its
+    own in observe); one rejected at any position leaves it."""
+    from moe_sglang.settings import EngineSettings
+    from moe_sglang.step import SpecRuntime
+    from service.policy import ShadowOutcome
+
+    runtime = SpecRuntime(EngineSettings(), {"num_experts": 8, "top_k": 2, "num_layers": 2})
+    runtime.resting = {"r0": 30, "r1": 30, "r2": 30}
+    step = StepInFlight(("r0", "r1", "r2"), (RequestHints(),) * 3, (), 3, 100, 0.0, resting=(True, True, True))
+    runtime.plan(step)
+    step.plain = True
+    judged = (ShadowOutcome("r0", 4, 4, 4), ShadowOutcome("r1", 4, 2, 1), ShadowOutcome("r2", 4, 1, 0))
+    runtime.close(step, [0, 0, 0], [0, 0, 0], judged)
+    assert runtime.resting == {"r1": 30, "r2": 30}

@@ -492,7 +492,7 @@ def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
         rest_end = d.rest_until[1] - view.requests[1].tokens_so_far if d.rest_until else 0
         assert "r0" not in d.judge
     assert judged_again == [3, 11]  # after judge_after = 4 steps at K = 0, then after 8
-    assert awake == [0, 3, 4, 9, 11]  # in between it rests, at most max_rest = 4 steps at a time
+    assert awake == [0, 3, 4, 11]  # in between it rests until its judgement is due (max_rest = 16 steps at most)
 
 
 def emitted(view: BatchView, steps: int) -> BatchView:
@@ -847,12 +847,16 @@ def test_the_batch_hope_is_only_raised_by_what_requests_measured():
 
 def ngram_steps(policy, outcomes, steps=24):
     """Drive one request whose NGRAM draft (depth 4) is in hand as the engine does: a step in which it rests asks no
-    policy and looks nothing up (Decision.rest_until); any other step looks its draft up and, at K = 0, judges it
-    (`outcomes(step)` of 4 drafts accepted). Returns the steps at which the policy was asked and their K."""
+    policy but still judges its draft (Decision.rest_until), and a draft accepted to its end ends the rest; any other step
+    looks its draft up and, at K = 0, judges it (`outcomes(step)` of 4 drafts accepted). Returns the steps at which
+    the policy was asked and their K."""
     asked, until = [], 0
     for step in range(steps):
-        if step < until:  # resting: a plain step, nothing drafted or judged
-            policy.observe(replace(stats([0], [0], 0.03, prefix="n"), plain=True))
+        if step < until:  # resting: a plain step, its draft judged
+            hits = outcomes(step)
+            shadow = (ShadowOutcome("n0", 4, min(hits + 1, 4), hits),)
+            policy.observe(replace(stats([0], [0], 0.03, prefix="n"), plain=True, shadow=shadow))
+            until = 0 if shadow[0].accepted == shadow[0].k else until  # as the engine does (moe_sglang/step.py)
             continue
         view = drafted(1, depth=4, prefix="n")
         d = policy.decide(replace(view, requests=(replace(view.requests[0], tokens_so_far=step, tokens_left=99),)))
@@ -867,11 +871,12 @@ def ngram_steps(policy, outcomes, steps=24):
 
 def test_a_request_whose_drafts_cannot_pay_rests_longer_each_time():
     """A request whose draft is in hand (NGRAM) and whose judged drafts are rejected, so that even an optimistic
-    bound on its acceptance would not speculate, rests 1, 2, 4, 4, ... steps (max_rest) between the steps that look
-    its draft up and judge it: in the CPU engine a request's lookup, judgement and policy cost ~0.6-0.8 ms of each
-    ~16 ms plain step (moe-fine x48, batch 1). Its first judgements are made at once (none rejected yet)."""
+    bound on its acceptance would not speculate, rests 1, 2, 4, 8, 16, 16, ... steps (max_rest) between the steps
+    that ask the policy: in the CPU engine a waking step is a scheduler step of its own, where a rest's plain bursts
+    pay the scheduler once for up to 4 tokens (moe-fine x48, batch 1). Its first judgements are made at once (none
+    rejected yet)."""
     policy = cpu_like(0.5)
-    assert ngram_steps(policy, lambda step: 0) == [(s, 0) for s in (0, 1, 2, 4, 7, 12, 17, 22)]
+    assert ngram_steps(policy, lambda step: 0, steps=60) == [(s, 0) for s in (0, 1, 2, 4, 7, 12, 21, 38, 55)]
     off = cpu_like(0.5)
     off.max_rest = 0
     assert ngram_steps(off, lambda step: 0) == [(s, 0) for s in range(24)]  # asked every step
@@ -879,42 +884,50 @@ def test_a_request_whose_drafts_cannot_pay_rests_longer_each_time():
 
 def ngram_batch_steps(policy, outcomes, steps=24):
     """`ngram_steps` for a batch of two requests (n0, n1) decoding together: a step in which both rest is a plain
-    burst step that asks no policy (moe_sglang/plain_burst.py); `outcomes(step, i)`: drafts of 4 that request i's
-    judged draft matched. Returns the steps at which the policy was asked."""
+    burst step that asks no policy (moe_sglang/plain_burst.py); every request at K = 0 has its draft judged, resting
+    or not, and a draft accepted to its end ends a rest; `outcomes(step, i)`: drafts of 4 that request i's judged draft
+    matched. Returns the steps at which the policy was asked."""
     asked, until = [], [0, 0]
+
+    def judged(step, ks):
+        return tuple(
+            ShadowOutcome(f"n{i}", 4, min(outcomes(step, i) + 1, 4), outcomes(step, i)) for i in (0, 1) if ks[i] == 0
+        )
+
     for step in range(steps):
         if step < min(until):
-            policy.observe(replace(stats([0, 0], [0, 0], 0.06, prefix="n"), plain=True))
+            shadow = judged(step, [0, 0])
+            policy.observe(replace(stats([0, 0], [0, 0], 0.06, prefix="n"), plain=True, shadow=shadow))
+            until = [0 if o.accepted == o.k else u for o, u in zip(shadow, until, strict=True)]  # as the engine does
             continue
         view = drafted(2, depth=4, prefix="n")
         view = replace(view, requests=tuple(replace(r, tokens_so_far=step, tokens_left=99) for r in view.requests))
-        awake = [i for i in (0, 1) if step >= until[i]]  # the others rest: not looked up or judged
         d = policy.decide(view)
         ks = [r.k for r in d.requests]
         asked.append(step)
         until = list(d.rest_until) if d.rest_until else [0, 0]
-        shadow = tuple(
-            ShadowOutcome(f"n{i}", 4, min(outcomes(step, i) + 1, 4), outcomes(step, i)) for i in awake if ks[i] == 0
-        )
+        shadow = judged(step, ks)
         policy.observe(replace(stats(ks, [0, 0], 0.06 + 0.01 * sum(ks), prefix="n"), shadow=shadow))
+        woken = {o.request_id for o in shadow if o.accepted == o.k}
+        until = [0 if f"n{i}" in woken else u for i, u in enumerate(until)]
     return asked
 
 
 def test_rests_in_a_batch_end_together():
     """Two requests whose judged drafts are rejected, the second from step 3 on (its first drafts matched): their
     back-offs start at different steps, and each new rest is lengthened to end with the other's, so that steps in
-    which both rest (plain bursts, no policy, no lookup) come; without it the staggered back-offs leave fewer."""
+    which both rest (plain bursts, no policy) come; without it the staggered back-offs leave fewer."""
 
     def outcomes(step, i):
         return 4 if i == 1 and step < 3 else 0
 
-    aligned = ngram_batch_steps(cpu_like(0.5), outcomes)
+    aligned = ngram_batch_steps(cpu_like(0.5), outcomes, steps=80)
     apart = cpu_like(0.5)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("service.policy.moe_serve_probe.align_rests", lambda *a: None)
-        apart_asked = ngram_batch_steps(apart, outcomes)
+        apart_asked = ngram_batch_steps(apart, outcomes, steps=80)
     assert len(aligned) < len(apart_asked)
-    later = [s for s in aligned if s >= 8]
+    later = [s for s in aligned if s >= 40]
     assert later and all(b - a == cpu_like(0.5).max_rest + 1 for a, b in zip(later, later[1:], strict=False))
 
 
@@ -937,17 +950,17 @@ def test_a_request_declining_its_drafts_rests_with_a_resting_batch():
 
 
 def test_an_accepted_draft_ends_the_back_off():
-    """A text that turns predictable: its first accepted judgement comes at most max_rest steps late, and from then
-    on it is judged every step, as without rests (there it speculated 4 steps after its drafts began to match; here
-    at most max_rest + 4)."""
+    """A text that turns predictable: the engine judges a resting request's draft in hand, and the first judgement
+    that accepts a draft ends the rest (here the rest from step 13 to 20 ends at step 14's), so the request speculates
+    about as soon as one asked every step; from then on it is asked every step, as without rests."""
     policy = cpu_like(0.5)
-    asked = ngram_steps(policy, lambda step: 0 if step < 10 else 4, steps=30)
+    asked = ngram_steps(policy, lambda step: 0 if step < 14 else 4, steps=30)
     first = min(s for s, k in asked if k > 0)
-    assert [s for s, _ in asked if s >= 12] == list(range(12, 13)) + list(range(17, 30))
+    assert [s for s, _ in asked if s >= 12] == [12, *range(15, 30)]
     off = cpu_like(0.5)
     off.max_rest = 0
-    first_off = min(s for s, k in ngram_steps(off, lambda step: 0 if step < 10 else 4, steps=30) if k > 0)
-    assert first_off < first <= first_off + policy.max_rest + 1
+    first_off = min(s for s, k in ngram_steps(off, lambda step: 0 if step < 14 else 4, steps=30) if k > 0)
+    assert first <= first_off + 1
 
 
 def test_a_request_whose_drafts_are_accepted_never_rests():
