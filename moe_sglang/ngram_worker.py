@@ -72,12 +72,13 @@ def worker_class():
 
 def _timed_lookup(worker, batch, step: StepInFlight) -> DraftTrees:
     """Drafts of the requests that may draft, and of the resting ones whose draft is not being judged already: a
-    resting request's draft is judged by the tokens emitted (shadow.py), and an accepted one ends its rest, so a text
-    that turns predictable is noticed during a rest instead of at its end, and rests can be long (moe_serve.py,
-    resting). With rests of at most 4 steps, three math requests on the CPU engine (moe-fine x48, batch 1, 31 tokens
-    each) whose drafts could not pay woke for 42 of their 93 tokens, each waking step a scheduler step of its own
-    (a rest's plain bursts pay the scheduler's ~1.1 ms once for up to 4 tokens): median TPOT 1.12x that of the same
-    requests at a K = 0 hint, 1.02x with judgements during rests (forty-fifth session, 3 rounds)."""
+    resting request's draft is judged by the tokens emitted (shadow.py), and one accepted to its end ends the rest
+    (Decision.rest_until), so a text that turns predictable is noticed during a rest instead of at its end, and rests
+    can be long (moe_serve.py, resting). With rests of at most 4 steps, three math requests on the CPU engine
+    (moe-fine x48, batch 1, 31 tokens each) whose drafts could not pay woke for 42 of their 93 tokens, each waking
+    step a scheduler step of its own (a rest's plain bursts pay the scheduler's ~1.1 ms once for up to 4 tokens):
+    median TPOT 1.12x that of the same requests at a K = 0 hint; 1.02x with judgements during rests and the policy's
+    hits counted only for drafts accepted to their end (forty-fifth session, 3 rounds, bench/results/rests-s45)."""
     start = time.perf_counter()
     resting = step.resting or (False,) * len(step.rids)
     rows = [

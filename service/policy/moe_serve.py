@@ -242,7 +242,9 @@ class MoeServePolicy:
         self.max_rest = max_rest  # most steps a request rests at once (resting); 0: none rests
         self._rest_until: dict[str, int] = {}  # request -> tokens_so_far at which its rest ends (Decision.rest_until)
         self._rest_len: dict[str, int] = {}  # request with its draft in hand -> its latest rest, steps (back-off)
-        self._hit: dict[str, bool] = {}  # request -> whether its latest verified or judged first draft was accepted
+        # request -> whether its latest verified draft had an accepted token, or its latest judged one was accepted to
+        # its end (observe)
+        self._hit: dict[str, bool] = {}
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
         self._own_memo: dict[str, tuple[int, float]] = {}  # request -> (step, its own cost ratio then)
