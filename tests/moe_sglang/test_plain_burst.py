@@ -182,8 +182,8 @@ def test_a_draft_judged_through_a_burst_is_walked_along_each_forwards_token():
 
 
 def test_resting_requests_are_looked_up_for_judging_only_where_no_draft_of_theirs_is_judged(monkeypatch):
-    """A resting request's draft in hand (NGRAM) is judged by the tokens emitted during its rest (an accepted one
-    ends the rest): it is looked up where no walk of its is in progress, and the policies see no draft for it."""
+    """A resting request's draft in hand (NGRAM) is judged by the tokens emitted during its rest (one accepted to its
+    end ends the rest): it is looked up where no walk of its is in progress, and the policies see no draft for it."""
     from moe_sglang import ngram_worker
     from moe_sglang.shadow import ShadowDrafts
     from moe_sglang.verify import DraftTrees
