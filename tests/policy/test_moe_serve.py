@@ -898,7 +898,9 @@ def ngram_batch_steps(policy, outcomes, steps=24):
         if step < min(until):
             shadow = judged(step, [0, 0])
             policy.observe(replace(stats([0, 0], [0, 0], 0.06, prefix="n"), plain=True, shadow=shadow))
-            until = [0 if 0 < o.accepted == o.k else u for o, u in zip(shadow, until, strict=True)]  # as the engine does
+            until = [
+                0 if 0 < o.accepted == o.k else u for o, u in zip(shadow, until, strict=True)
+            ]  # as the engine does
             continue
         view = drafted(2, depth=4, prefix="n")
         view = replace(view, requests=tuple(replace(r, tokens_so_far=step, tokens_left=99) for r in view.requests))
