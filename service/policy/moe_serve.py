@@ -95,14 +95,14 @@
            together need not be alike).
   resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
            engine keeps it at K = 0 without showing it to a policy as a request that may draft, and a batch of
-           resting requests takes the plain step that asks no policy at all. A judged
-           request (STANDALONE) at K = 0 rests until its next judgement is due (at most `max_rest` steps at a time
-           after its first): nothing about its drafts is measured between judgements; one whose draft is in hand
-           (NGRAM) rests where its latest judged draft was not accepted to its end (or its latest verified one was
-           rejected) and a full-depth draft could not pay at an optimistic bound on its measured acceptance
-           (rejudging_could_pay's), 1, 2, 4 ... `max_rest` steps, the back-off reset by such an accepted draft; in a
-           batch rests end together (align_rests, join_rests). Without
-           it such a request paid its lookup, judgement and the policy every step: in the CPU engine (NGRAM, moe-fine
+           resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0
+           rests until its next judgement is due (at most `max_rest` steps at a time after its first): nothing about
+           its drafts is measured between judgements; one whose draft is in hand (NGRAM) rests where its latest
+           judged draft was not accepted to its end (or its latest verified one was rejected) and a full-depth draft
+           could not pay at an optimistic bound on its measured acceptance (rejudging_could_pay's), 1, 2, 4 ...
+           `max_rest` steps, the back-off reset by such an accepted draft; in a batch rests end together
+           (align_rests, join_rests). Without it such a request paid its lookup, judgement and the policy every
+           step: in the CPU engine (NGRAM, moe-fine
            x48, math at batch 1) 0.2-0.26 ms of lookups and 0.6-0.9 ms of step work against 0.26 ms at a K = 0 hint,
            per ~16 ms step, 1.04-1.06x the hint's TPOT (thirty-third session). The engine still judges the draft
            in hand of a resting request by the tokens emitted (Decision.rest_until) and a draft accepted to its end
