@@ -196,7 +196,7 @@ class SpecRuntime:
             # every policy sees the whole step: its cost model fits step time against the whole batch's work
             self.policies.observe(name, stats)
         for judged in shadow:  # a draft accepted to its end ends a rest (Decision.rest_until), as in the policies
-            if 0 < judged.accepted == judged.k:
+            if judged.whole:
                 self.resting.pop(judged.request_id, None)
         self._remember(requests)
         self.request_stats.record_step(

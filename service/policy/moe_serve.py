@@ -96,22 +96,15 @@
   resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
            engine keeps it at K = 0 without showing it to a policy as a request that may draft, and a batch of
            resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0
-           rests until its next judgement is due (at most `max_rest` steps at a time after its first): nothing about
-           its drafts is measured between judgements; one whose draft is in hand (NGRAM) rests where its latest
-           judged draft was not accepted to its end (or its latest verified one was rejected) and a full-depth draft
-           could not pay at an optimistic bound on its measured acceptance (rejudging_could_pay's), 1, 2, 4 ...
-           `max_rest` steps, the back-off reset by such an accepted draft; in a batch rests end together
-           (align_rests, join_rests). Without it such a request paid its lookup, judgement and the policy every
-           step: in the CPU engine (NGRAM, moe-fine
-           x48, math at batch 1) 0.2-0.26 ms of lookups and 0.6-0.9 ms of step work against 0.26 ms at a K = 0 hint,
-           per ~16 ms step, 1.04-1.06x the hint's TPOT (thirty-third session). The engine still judges the draft
-           in hand of a resting request by the tokens emitted (Decision.rest_until) and a draft accepted to its end
-           ends the rest (observe), so a text that turns predictable is noticed during the rest, and rests may be
-           long (16 steps). With rests of at most 4 and any accepted position counted as a hit, math requests at
-           batch 1 whose drafts could not pay woke for 42 of their 93 tokens (a draft's first token is often the
-           text's commonest next one), each waking step a scheduler step of its own where a rest's plain bursts pay
-           the scheduler once for up to 4 tokens: median TPOT 1.12x that of a K = 0 hint; with both changes 1.02x
-           (CPU engine, NGRAM, moe-fine x48, 3 requests, 3 rounds, forty-fifth session).
+           rests until its next judgement is due (at most `max_rest` steps at a time after its first); one whose
+           draft is in hand (NGRAM) rests where its latest judged draft was not accepted to its end (or its latest
+           verified one was rejected) and a full-depth draft could not pay at an optimistic bound on its measured
+           acceptance (rejudging_could_pay's), 1, 2, 4 ... `max_rest` steps, the back-off reset by a draft accepted
+           to its end, which also ends a rest: the engine still judges a resting request's free draft, so rests may
+           be long (16). In a batch rests end together (align_rests, join_rests). Without rests such a request paid
+           its lookup, judgement and the policy every step, each a scheduler step of its own (CPU engine, NGRAM,
+           moe-fine x48, math at batch 1: 1.04-1.06x the K = 0 hint's TPOT in the thirty-third session; what judging
+           during rests measured: moe_sglang/ngram_worker.py, _timed_lookup).
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
@@ -242,9 +235,7 @@ class MoeServePolicy:
         self.max_rest = max_rest  # most steps a request rests at once (resting); 0: none rests
         self._rest_until: dict[str, int] = {}  # request -> tokens_so_far at which its rest ends (Decision.rest_until)
         self._rest_len: dict[str, int] = {}  # request with its draft in hand -> its latest rest, steps (back-off)
-        # request -> whether its latest verified draft had an accepted token, or its latest judged one was accepted to
-        # its end (observe)
-        self._hit: dict[str, bool] = {}
+        self._hit: dict[str, bool] = {}  # request -> its latest verified draft had a hit / judged one was whole
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
         self._own_memo: dict[str, tuple[int, float]] = {}  # request -> (step, its own cost ratio then)

@@ -42,9 +42,8 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
     for shadow in stats.shadow:
         self.accept.update(shadow.request_id, shadow.k, shadow.accepted)
         # a judged draft counts as a hit only where it was accepted to its end: the first of a draft's tokens is
-        # often a text's commonest next token (in the CPU engine's NGRAM math cells at batch 1, drafts judged 1-of-4
-        # accepted kept a request that could not pay awake for ~40 % of its steps)
-        self._hit[shadow.request_id] = shadow.accepted > 0 and shadow.accepted == shadow.k
+        # often a text's commonest next token (moe_serve.py, resting)
+        self._hit[shadow.request_id] = shadow.whole
         if shadow.accepted > 0:
             self._proven.add(shadow.request_id)
         if self._hit[shadow.request_id]:  # ends a rest (Decision.rest_until; the engine ends it too), and its back-off

@@ -147,6 +147,11 @@ class ShadowOutcome:
         if not 0 <= self.accepted <= self.k:
             raise ValueError(f"request {self.request_id!r}: need 0 <= accepted <= k, got {self.accepted}, {self.k}")
 
+    @property
+    def whole(self) -> bool:
+        """The draft was accepted to its end (no position rejected): what ends a rest (Decision.rest_until)."""
+        return 0 < self.accepted == self.k
+
 
 @dataclass(frozen=True)
 class StepStats:

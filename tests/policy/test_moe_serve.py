@@ -856,7 +856,7 @@ def ngram_steps(policy, outcomes, steps=24):
             hits = outcomes(step)
             shadow = (ShadowOutcome("n0", 4, min(hits + 1, 4), hits),)
             policy.observe(replace(stats([0], [0], 0.03, prefix="n"), plain=True, shadow=shadow))
-            until = 0 if 0 < shadow[0].accepted == shadow[0].k else until  # as the engine does (moe_sglang/step.py)
+            until = 0 if shadow[0].whole else until  # as the engine does (moe_sglang/step.py)
             continue
         view = drafted(1, depth=4, prefix="n")
         d = policy.decide(replace(view, requests=(replace(view.requests[0], tokens_so_far=step, tokens_left=99),)))
@@ -898,9 +898,7 @@ def ngram_batch_steps(policy, outcomes, steps=24):
         if step < min(until):
             shadow = judged(step, [0, 0])
             policy.observe(replace(stats([0, 0], [0, 0], 0.06, prefix="n"), plain=True, shadow=shadow))
-            until = [
-                0 if 0 < o.accepted == o.k else u for o, u in zip(shadow, until, strict=True)
-            ]  # as the engine does
+            until = [0 if o.whole else u for o, u in zip(shadow, until, strict=True)]  # as the engine does
             continue
         view = drafted(2, depth=4, prefix="n")
         view = replace(view, requests=tuple(replace(r, tokens_so_far=step, tokens_left=99) for r in view.requests))
@@ -910,7 +908,7 @@ def ngram_batch_steps(policy, outcomes, steps=24):
         until = list(d.rest_until) if d.rest_until else [0, 0]
         shadow = judged(step, ks)
         policy.observe(replace(stats(ks, [0, 0], 0.06 + 0.01 * sum(ks), prefix="n"), shadow=shadow))
-        woken = {o.request_id for o in shadow if 0 < o.accepted == o.k}
+        woken = {o.request_id for o in shadow if o.whole}
         until = [0 if f"n{i}" in woken else u for i, u in enumerate(until)]
     return asked
 
