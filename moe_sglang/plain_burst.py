@@ -12,8 +12,12 @@ the step brings; a burst pays it once for its tokens. It is the multi-step sched
 for batches in which nothing could speculate, so no draft is delayed by it.
 
 What bounds a burst (`burst_len`):
-- the batch: every request capped at K = 0 before any policy is asked (its hints, or resting: step.py), so no
-  policy has a decision to make in the steps the burst covers;
+- the batch: every request capped at K = 0 by its hints or resting through the steps the burst covers (step.py),
+  so no policy has a decision to make in them. A rest the policy starts in this very step counts: a step in which
+  the policies were asked and put every request to rest (moe-serve: a batch whose requests' drafts could not pay,
+  its rests aligned) bursts on. Without that, each such step was a scheduler step of its own before the rest's
+  burst (CPU engine, NGRAM, moe-fine x48, code at batch 8: 17-27 scheduler steps for a 31-token wave against 8 at
+  a K = 0 hint, 1.05x its TPOT; bench/results/hopeless-s46);
 - each resting request's rest: a burst ends where the first rest does (the policy's next judgement comes on time);
 - each request's tokens left (max_new_tokens), and the KV slots the scheduler reserved for the step (a speculative
   decode reserves at least 2 x num_draft_tokens per request, SGLang's `get_alloc_reserve_per_decode`);
@@ -57,16 +61,20 @@ def input_pending() -> bool:
 def burst_len(worker, batch, step: StepInFlight) -> int:
     """Plain forwards this step may run (1 = an ordinary plain step); see the module docstring for the bounds."""
     limit = min(worker.settings.plain_burst, worker.speculative_num_draft_tokens)
-    if limit <= 1 or step.views or not _plain_sampling(worker, batch):
+    if limit <= 1 or not _plain_sampling(worker, batch):
         return 1
-    resting = worker.spec_runtime.resting
+    resting = worker.spec_runtime.resting  # rests this step's plan started included (SpecRuntime.plan)
+    ceilings = step.ceilings()
     for i, req in enumerate(batch.reqs):
         done = len(req.output_ids)
         cap = getattr(req.sampling_params, "max_new_tokens", None)
         if cap is not None:
             limit = min(limit, cap - done)
-        if step.resting and step.resting[i]:
-            limit = min(limit, resting[req.rid] - done)
+        until = resting.get(req.rid)
+        if until is not None:
+            limit = min(limit, until - done)
+        elif ceilings[i] > 0:  # may draft next step: a policy is asked then
+            return 1
         kv = getattr(req, "kv", None)
         if kv is None:
             return 1

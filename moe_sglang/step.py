@@ -51,9 +51,10 @@ class StepInFlight:
     ended: float | None = None  # perf_counter where the step ended, if before its close (a burst's forwards)
     draft_depths: tuple[int, ...] = ()  # per request, drafts in hand when the policies were asked (NGRAM); () = none
 
-    def following(self, started: float) -> StepInFlight:
+    def following(self, started: float, resting: tuple[bool, ...] | None = None) -> StepInFlight:
         """The next forward of a plain burst (plain_burst.py) as a step of its own: the same requests, hints and plan
-        (K = 0 for all), one more token of context per request, its own time and measurements."""
+        (K = 0 for all), one more token of context per request, its own time and measurements; `resting`: who rests
+        in it, where this step's plan started rests (default: as in this step)."""
         return StepInFlight(
             self.rids,
             self.hints,

@@ -78,7 +78,8 @@ def plain_step(worker, batch, step: StepInFlight, burst: int = 1) -> StepOutput:
         if j + 1 == burst or input_pending():
             break
         sub.ended, start = now, now
-        sub = sub.following(now)
+        # a burst after a step whose plan put the batch to rest (plain_burst.py): its forwards are resting steps
+        sub = sub.following(now, tuple(rid in runtime.resting for rid in step.rids) if step.views else None)
         following.append(sub)
     if measure:
         runtime.last_routing_step = runtime.steps + 1 + len(following)  # the step count once all are closed

@@ -41,8 +41,8 @@ def _worker(burst=4, draft_tokens=4, resting=None):
     )
 
 
-def _step(n, views=(), resting=()):
-    hints = (RequestHints(max_k=0),) * n
+def _step(n, views=(), resting=(), max_k=0):
+    hints = (RequestHints(max_k=max_k),) * n
     return StepInFlight(tuple(f"r{i}" for i in range(n)), hints, views, 3, 100, 0.0, resting=resting)
 
 
@@ -54,7 +54,17 @@ def test_a_batch_nobody_may_draft_bursts_to_the_settings_and_row_width():
 
 
 def test_a_batch_with_a_request_that_may_draft_steps_one_token():
-    assert plain_burst.burst_len(_worker(), _batch([_req("r0")]), _step(1, views=("a view",))) == 1
+    assert plain_burst.burst_len(_worker(), _batch([_req("r0")]), _step(1, views=("a view",), max_k=None)) == 1
+
+
+def test_a_step_whose_plan_put_every_request_to_rest_bursts_to_the_first_rest_end():
+    # the policies were asked this step (views) and rested both requests (SpecRuntime.plan wrote their rests)
+    worker = _worker(burst=4, resting={"r0": 13, "r1": 14})
+    batch = _batch([_req("r0", out=10), _req("r1", out=10)])
+    assert plain_burst.burst_len(worker, batch, _step(2, views=("a", "b"), max_k=None)) == 3
+    # one of them was left awake (it may draft next step): the policy must be asked again after one token
+    worker = _worker(burst=4, resting={"r0": 13})
+    assert plain_burst.burst_len(worker, batch, _step(2, views=("a", "b"), max_k=None)) == 1
 
 
 def test_a_burst_ends_where_the_first_rest_ends_and_within_tokens_left_and_reserved_slots():
