@@ -87,9 +87,9 @@ class StepTimeModel:
         self._hope = False  # `hoped`: accepted drafts at the target's own routing where no split is measured
         self._fresh_accepted: float | None = None  # `reusing`: fresh routings per accepted draft, measured
         self._own_ratio = 1.0  # `owning`: a request's own measured / predicted on its speculative steps
-        # verify sizes seen: the first step at each size is not fitted, it pays one-time costs (buffers grown for a
-        # new shape; in the CPU engine the first verify took 1.4x the later ones at its width)
-        self._sizes_seen: set[int] = set()
+        # (plain, batch_bucket) of the steps seen: the first plain and the first speculative step of each batch-size
+        # bucket are not fitted, they pay one-time costs (`warmed`)
+        self._warmed: set[tuple[bool, int]] = set()
         self._calibration: dict[int, Calibration] = {}  # batch_bucket -> its speculative steps' measured / predicted
         self._plain_calibration: dict[int, Calibration] = {}  # batch_bucket -> the same for its plain steps
         self._drafted = False  # a measured step ran decision-dependent drafting, fitted or not
@@ -156,9 +156,16 @@ class StepTimeModel:
         out._own_ratio = ratio
         return out
 
-    def seen_size(self, tokens: int, plain: bool) -> bool:
-        """Whether a step of this size was measured before (the first one pays one-time costs and is not fitted)."""
-        return (tokens, plain) in self._sizes_seen
+    def warmed(self, requests: int, plain: bool) -> bool:
+        """Whether a plain (or speculative) step of this batch-size bucket was measured before. The first one pays
+        one-time costs and is not fitted: on the CPU engine (NGRAM, moe-fine x48) an engine's first verify took 24-129
+        ms against 17-21 for the later ones of its size (7 engines). Later steps at a new verify size do not: the
+        first step of each of 16 sizes met after it (batch 1 and 8, 2-40 verify tokens) took 0.73-1.16x the next step
+        of its size, median 1.02 (forty-sixth session, bench/results/awake-s46). The first step at every size was
+        left out before, and a batch-8 bucket whose ragged verifies came in many sizes had 1 of its first 4
+        speculative steps to calibrate on: it priced eight requests' two- and three-draft steps at 0.69-0.78x what
+        they took (K = 3 at 57.5 ms, measured 84)."""
+        return (plain, batch_bucket(requests)) in self._warmed
 
     def verify_time(
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
@@ -288,8 +295,8 @@ class StepTimeModel:
         step's verify accepted (teaches the split affinity); `fresh_accepted`: what the step's requests' accepted drafts
         were priced at (`reusing`), so that its calibration compares it with that price."""
         self._drafted = self._drafted or draft_steps > 0
-        if (tokens, plain) not in self._sizes_seen:
-            self._sizes_seen.add((tokens, plain))
+        if not self.warmed(requests, plain):
+            self._warmed.add((plain, batch_bucket(requests)))
             return
         if unique_experts:
             mean_unique = sum(unique_experts) / len(unique_experts)

@@ -79,10 +79,10 @@ OWN_STEPS = 8  # a request's latest batch-1 speculative steps kept for its own c
 def own_cost(self: MoeServePolicy, stats: StepStats) -> None:
     """Keep a batch-1 speculative step, which is its request's alone (moe_serve.py's docstring, own cost): what it
     did (verify tokens, draft steps and tokens, the draft model's catch-up, drafts accepted) and what it took. Not
-    the first step of its size, which pays one-time costs (StepTimeModel.seen_size)."""
+    the first speculative step at batch 1, which pays one-time costs (StepTimeModel.warmed)."""
     if stats.batch_size != 1 or stats.plain or stats.verify_tokens <= 1 or not stats.requests:
         return
-    if not self.model.seen_size(stats.verify_tokens, stats.plain):
+    if not self.model.warmed(1, stats.plain):
         return
     r = stats.requests[0]
     measured = stats.verify_s + stats.draft_s + stats.other_s

@@ -726,16 +726,16 @@ def test_a_request_whose_accepted_drafts_ran_cheaper_than_priced_speculates_at_a
 
 
 def test_own_cost_keeps_batch_one_speculative_steps_only():
-    """Plain steps, batches of more than one request and the first step of a size (one-time costs) teach nothing
-    about one request's own cost."""
-    policy = fresh_accepted_steps()
-    policy._own.clear()
+    """Plain steps, batches of more than one request and the engine's first speculative step at batch 1 (one-time
+    costs, StepTimeModel.warmed) teach nothing about one request's own cost; a later step at a verify size not seen
+    before does."""
+    policy = MoeServePolicy(num_experts=32, top_k=4, num_layers=4, refit_every=10_000, warm_up=False)
     policy.observe(replace(stats([0], [0], 0.2, prefix="a"), plain=True, draft_steps=0))
     policy.observe(stats([1, 1], [1, 1], 0.2, prefix="a"))
-    policy.observe(stats([7], [7], 0.2, prefix="a"))  # 8 verify tokens: a size the fit has not seen
+    policy.observe(stats([2], [2], 0.2, prefix="a"))  # the first speculative step at batch 1
     assert policy._own == {}
-    policy.observe(stats([7], [7], 0.2, prefix="a"))
-    assert list(policy._own) == ["a0"]
+    policy.observe(stats([7], [7], 0.2, prefix="a"))  # 8 verify tokens: a size not seen before
+    assert list(policy._own) == ["a0"] and len(policy._own["a0"]) == 1
 
 
 @pytest.mark.parametrize(("tokens_left", "judged"), [(4, False), (64, True)])
