@@ -69,9 +69,11 @@ class PolicySet:
         max_k: int,
         layout: str = "fixed",
         judging: bool = False,
+        plain_burst: int = 1,
     ) -> StepPlan:
         """`layout`: how this step's verify forward will be laid out (service.policy.types.VERIFY_LAYOUTS);
-        `judging`: the engine can judge a request's drafter without a verify (BatchView.judging)."""
+        `judging`: the engine can judge a request's drafter without a verify (BatchView.judging); `plain_burst`:
+        BatchView.plain_burst."""
         names = [self.resolve(h.policy) for h in hints]
         ks = [max_k] * len(views)
         judge = [False] * len(views)
@@ -79,7 +81,14 @@ class PolicySet:
         budgets: list[tuple[int, ...] | None] = []
         for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
-            view = BatchView(now, tuple(views[i] for i in rows), max_k, verify_layout=layout, judging=judging)
+            view = BatchView(
+                now,
+                tuple(views[i] for i in rows),
+                max_k,
+                verify_layout=layout,
+                judging=judging,
+                plain_burst=plain_burst,
+            )
             decision: Decision = self.get(name).decide(view)
             for j, (i, d) in enumerate(zip(rows, decision.requests, strict=True)):
                 ks[i] = min(d.verify_len, max_k)

@@ -63,7 +63,7 @@ class StepInFlight:
             self.context_tokens + len(self.rids),
             started,
             plan=self.plan,
-            resting=self.resting,
+            resting=self.resting if resting is None else resting,
         )
 
     def ceilings(self) -> list[int]:
@@ -157,7 +157,10 @@ class SpecRuntime:
             views = [replace(v, draft_depth=d) for v, d in zip(views, draft_depths, strict=True)]
             step.draft_depths = tuple(draft_depths)
         try:
-            step.plan = self.policies.plan(time.perf_counter(), views, list(step.hints), step.max_k, "ragged", judging)
+            burst = min(self.settings.plain_burst, step.max_k + 1)  # plain_burst.burst_len's bound, rows of K + 1
+            step.plan = self.policies.plan(
+                time.perf_counter(), views, list(step.hints), step.max_k, "ragged", judging, burst
+            )
         except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
             logger.exception("speculation policies failed; verifying the full draft for this step")
             step.plan = StepPlan(tuple(NO_POLICY for _ in views), tuple(step.ceilings()), None)

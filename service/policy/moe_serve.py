@@ -98,13 +98,18 @@
            resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0
            rests until its next judgement is due (at most `max_rest` steps at a time after its first); one whose
            draft is in hand (NGRAM) rests where its latest judged draft was not accepted to its end (or its latest
-           verified one was rejected) and a full-depth draft could not pay at an optimistic bound on its measured
-           acceptance (rejudging_could_pay's), 1, 2, 4 ... `max_rest` steps, the back-off reset by a draft accepted
-           to its end, which also ends a rest: the engine still judges a resting request's free draft, so rests may
-           be long (16). In a batch rests end together (align_rests, join_rests). Without rests such a request paid
-           its lookup, judgement and the policy every step, each a scheduler step of its own (CPU engine, NGRAM,
-           moe-fine x48, math at batch 1: 1.04-1.06x the K = 0 hint's TPOT in the thirty-third session; what judging
-           during rests measured: moe_sglang/ngram_worker.py, _timed_lookup).
+           verified one was rejected), or where a full-depth draft could not pay at an optimistic bound on its
+           measured acceptance (rejudging_could_pay's), for 3, 7, 15 steps (up to `max_rest`: with the step that
+           starts it, whole plain bursts of the engine's, BatchView.plain_burst, here 4; backed_off), the back-off
+           reset by a draft accepted to its end, which also ends a rest: the engine still judges a resting request's
+           free draft, so rests may be long (16). In a batch rests end together (align_rests, join_rests). Without
+           rests such a request paid its lookup, judgement and the policy every step, each a scheduler step of its
+           own (CPU engine, NGRAM, moe-fine x48, math at batch 1: 1.04-1.06x the K = 0 hint's TPOT in the
+           thirty-third session; what judging during rests measured: moe_sglang/ngram_worker.py, _timed_lookup).
+           Awake while either held (a rejected draft whose acceptance could still pay at the bound, which a few
+           outcomes leave loose), prose at batch 1 took 52-61 scheduler steps for 93 tokens against 24 at a K = 0
+           hint, ~1 ms of the scheduler's own time and ~0.8 of lookup and policy each (forty-sixth session,
+           bench/results/awake-s46).
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
@@ -234,7 +239,8 @@ class MoeServePolicy:
         self.judge_gate = judge_gate
         self.max_rest = max_rest  # most steps a request rests at once (resting); 0: none rests
         self._rest_until: dict[str, int] = {}  # request -> tokens_so_far at which its rest ends (Decision.rest_until)
-        self._rest_len: dict[str, int] = {}  # request with its draft in hand -> its latest rest, steps (back-off)
+        # request with its draft in hand -> its latest rest in forwards, the step that started it included (back-off)
+        self._rest_len: dict[str, int] = {}
         self._hit: dict[str, bool] = {}  # request -> its latest verified draft had a hit / judged one was whole
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)

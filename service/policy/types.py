@@ -58,10 +58,15 @@ class BatchView:
     # the request's committed tokens and compares each prediction with the token the target emitted there
     # (moe-serve's STANDALONE, moe_sglang/draft_model.py), outcomes in StepStats.shadow
     judging: bool = False
+    # plain decode forwards the engine runs in one scheduler step while no request of the batch may draft (every one
+    # resting, Decision.rest_until, or capped at K = 0): moe_sglang/plain_burst.py; 1 = a step per token
+    plain_burst: int = 1
 
     def __post_init__(self) -> None:
         if self.max_k < 0:
             raise ValueError(f"max_k must be >= 0, got {self.max_k}")
+        if self.plain_burst < 1:
+            raise ValueError(f"plain_burst must be >= 1, got {self.plain_burst}")
         if self.verify_layout not in VERIFY_LAYOUTS:
             raise ValueError(f"verify_layout must be one of {VERIFY_LAYOUTS}, got {self.verify_layout!r}")
 

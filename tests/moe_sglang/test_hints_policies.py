@@ -229,3 +229,22 @@ def test_the_step_log_has_a_line_per_closed_step(tmp_path):
     assert [(x["depth"], x["shadow"]) for x in lines] == [([], [[2, 0]]), ([3, 2], [[2, 1]])]
     assert all(x["start"] <= x["end"] and not x["plain"] and x["resting"] == 0 for x in lines)
     assert SpecRuntime(EngineSettings(), SHAPE).step_log is None  # off by default
+
+
+def test_the_policies_see_the_engines_plain_burst(monkeypatch):
+    """BatchView.plain_burst: the forwards of a plain burst (settings.plain_burst, at most a row of K + 1 tokens),
+    which moe-serve sizes its rests by."""
+    from moe_sglang.step import SpecRuntime
+
+    seen = []
+
+    class Recording(_Resting):
+        def decide(self, batch):
+            seen.append(batch.plain_burst)
+            return super().decide(batch)
+
+    for burst, max_k, expected in ((4, 3, 4), (4, 2, 3), (1, 3, 1)):
+        runtime = SpecRuntime(EngineSettings(plain_burst=burst), SHAPE)
+        monkeypatch.setattr(runtime.policies, "get", lambda name: Recording())
+        runtime.plan(runtime.open([_Req("a", {"moe_serve": {}})], max_k=max_k))
+        assert seen[-1] == expected

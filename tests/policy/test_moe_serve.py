@@ -845,11 +845,11 @@ def test_the_batch_hope_is_only_raised_by_what_requests_measured():
     assert min(batch_hope(policy, view)) > policy.probe_hope
 
 
-def ngram_steps(policy, outcomes, steps=24):
+def ngram_steps(policy, outcomes, steps=24, burst=1):
     """Drive one request whose NGRAM draft (depth 4) is in hand as the engine does: a step in which it rests asks no
     policy but still judges its draft (Decision.rest_until), and a draft accepted to its end ends the rest; any other step
     looks its draft up and, at K = 0, judges it (`outcomes(step)` of 4 drafts accepted). Returns the steps at which
-    the policy was asked and their K."""
+    the policy was asked and their K. `burst`: BatchView.plain_burst."""
     asked, until = [], 0
     for step in range(steps):
         if step < until:  # resting: a plain step, its draft judged
@@ -858,7 +858,7 @@ def ngram_steps(policy, outcomes, steps=24):
             policy.observe(replace(stats([0], [0], 0.03, prefix="n"), plain=True, shadow=shadow))
             until = 0 if shadow[0].whole else until  # as the engine does (moe_sglang/step.py)
             continue
-        view = drafted(1, depth=4, prefix="n")
+        view = replace(drafted(1, depth=4, prefix="n"), plain_burst=burst)
         d = policy.decide(replace(view, requests=(replace(view.requests[0], tokens_so_far=step, tokens_left=99),)))
         k = d.requests[0].k
         asked.append((step, k))
@@ -869,14 +869,17 @@ def ngram_steps(policy, outcomes, steps=24):
     return asked
 
 
-def test_a_request_whose_drafts_cannot_pay_rests_longer_each_time():
-    """A request whose draft is in hand (NGRAM) and whose judged drafts are rejected, so that even an optimistic
-    bound on its acceptance would not speculate, rests 1, 2, 4, 8, 16, 16, ... steps (max_rest) between the steps
-    that ask the policy: in the CPU engine a waking step is a scheduler step of its own, where a rest's plain bursts
-    pay the scheduler once for up to 4 tokens (moe-fine x48, batch 1). Its first judgements are made at once (none
-    rejected yet)."""
+@pytest.mark.parametrize(
+    ("burst", "asked"), [(1, (0, 1, 3, 7, 15, 31, 48)), (4, (0, 1, 5, 13, 29, 45)), (32, (0, 1, 18, 35, 52))]
+)
+def test_a_request_whose_drafts_are_rejected_rests_longer_each_time(burst, asked):
+    """A request whose draft is in hand (NGRAM) and whose judged drafts are rejected rests between the steps that
+    ask the policy, each rest with its starting step twice as many forwards as the one before, in whole plain bursts
+    of the engine's (BatchView.plain_burst: a burst ends where a rest does, moe_sglang/plain_burst.py), at most
+    max_rest (16) steps: bursts of 1: rests of 1, 3, 7, 15, 16 steps; of 4: 3, 7, 15 (4, 8, 16 forwards). Its first
+    judgement is made at once (nothing rejected yet)."""
     policy = cpu_like(0.5)
-    assert ngram_steps(policy, lambda step: 0, steps=60) == [(s, 0) for s in (0, 1, 2, 4, 7, 12, 21, 38, 55)]
+    assert ngram_steps(policy, lambda step: 0, steps=60, burst=burst) == [(s, 0) for s in asked]
     off = cpu_like(0.5)
     off.max_rest = 0
     assert ngram_steps(off, lambda step: 0) == [(s, 0) for s in range(24)]  # asked every step
@@ -951,16 +954,17 @@ def test_a_request_declining_its_drafts_rests_with_a_resting_batch():
 
 def test_an_accepted_draft_ends_the_back_off():
     """A text that turns predictable: the engine judges a resting request's draft in hand, and the first judgement
-    that accepts a draft ends the rest (here the rest from step 13 to 20 ends at step 14's), so the request speculates
-    about as soon as one asked every step; from then on it is asked every step, as without rests."""
+    that accepts a draft ends the rest (here the rest from step 7 to 15 ends at step 10's); while its acceptance is
+    too low to speculate it rests a step at a time (the back-off starts again), then is asked every step, and it
+    speculates as soon as one asked every step."""
     policy = cpu_like(0.5)
-    asked = ngram_steps(policy, lambda step: 0 if step < 14 else 4, steps=30)
+    asked = ngram_steps(policy, lambda step: 0 if step < 10 else 4, steps=30)
     first = min(s for s, k in asked if k > 0)
-    assert [s for s, _ in asked if s >= 12] == [12, *range(15, 30)]
+    assert [s for s, _ in asked if s >= 7] == [7, 11, 13, *range(15, 30)]
     off = cpu_like(0.5)
     off.max_rest = 0
-    first_off = min(s for s, k in ngram_steps(off, lambda step: 0 if step < 14 else 4, steps=30) if k > 0)
-    assert first <= first_off + 1
+    first_off = min(s for s, k in ngram_steps(off, lambda step: 0 if step < 10 else 4, steps=30) if k > 0)
+    assert first <= first_off
 
 
 def test_a_request_whose_drafts_are_accepted_never_rests():
