@@ -33,11 +33,15 @@ predicted gain to exceed (moe_serve.py, margin). Plain steps are calibrated the 
 per bucket: the fit is dominated by the speculative steps and priced plain steps with a bias too (Intel Xeon,
 moe-fine x48, NGRAM: measured / predicted 0.94 at batch 1 and 0.73 at batch 8), and a plain step priced 36 % too
 dear against calibrated speculative ones made batch-8 arithmetic speculate on drafts judged at p = 0-0.1.
-Until a bucket's speculative steps are calibrated they are priced by its plain steps' ratio, the fit's bias at that
-batch size: priced by the fit alone against calibrated plain steps, a batch-8 step of STANDALONE prose drafts
-(CPU engine, moe-fine x48, AMD EPYC with AVX-512) was 1.29x dearer than its plain step's ratio said, the first
-judgements of prose waves did not pay, and no prose wave at batch 8 speculated (0.98x of the synchronous plain
-engine's TPOT in that run against 0.71x in the run before, where the fit's bias happened to be smaller).
+Until a bucket's speculative steps are calibrated they are priced by its plain steps' ratio where that is above 1,
+else by the fit alone: a plain step that runs under the fit says nothing of a verify's. The two part where the
+verify of several rows per expert is bound by compute and the plain step by bytes: on the CPU engine (moe-fine x48,
+bfloat16 experts, AMD EPYC with AVX-512, 2026-11-30) batch-8 plain steps ran 0.72x the fit while STANDALONE
+three-draft steps of eight requests ran ~1.17x it (104 ms, priced 64 by the plain ratio, 89 by the fit); priced by
+the plain ratio, each arithmetic wave at batch 8 paid first judgements
+(~55 ms, a draft-model catch-up over eight 131-token contexts) on a gain hoped at 1.4-2.7x their cost, where no
+static K paid (bench/results/awake-s46). (Before bfloat16 experts, a prose wave's mostly accepted batch-8 steps ran
+near the plain ratio's price, 1.29x under the fit's, and paid.)
 """
 
 from __future__ import annotations
@@ -233,8 +237,8 @@ class StepTimeModel:
     def _scale(self, tokens: int, requests: int, draft_steps: int | None, accepted: float | None) -> float:
         """Measured / predicted for a speculative step of this batch size, draft depth and expected outcome
         (Calibration.ratio_for), a plain step by its bucket's plain steps' ratio; 1 for an unmeasured bucket. A
-        bucket whose speculative steps are not calibrated yet prices them by its plain steps' ratio: the fit's bias
-        at this batch size, which a speculative step shares (module docstring, calibration)."""
+        bucket whose speculative steps are not calibrated yet prices them by its plain steps' ratio where above 1,
+        else by the fit (module docstring, calibration)."""
         bucket = batch_bucket(requests)
         found = None if tokens <= requests else self._calibration.get(bucket)
         if found is not None and found.measured:
@@ -242,7 +246,7 @@ class StepTimeModel:
             return found.ratio_for(draft_steps, share) * self._own_ratio
         plain = self._plain_calibration.get(bucket)
         plain_ratio = 1.0 if plain is None else plain.ratio
-        return plain_ratio if tokens <= requests else plain_ratio * self._own_ratio
+        return plain_ratio if tokens <= requests else max(plain_ratio, 1.0) * self._own_ratio
 
     def calibration_due(self) -> bool:
         """Whether a batch-size bucket has just measured enough speculative (or plain) steps to be calibrated

@@ -71,10 +71,10 @@
            `judge_after` tokens it is judged (Decision.judge) where the judgement could pay for itself
            (`judgements_pay`: the draft model's catch-up over its context, which the whole batch waits for, against what
            speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements due in a
-           step run together or wait for the back-off interval; `judge_gate` off: judged once due), the outcomes come
-           back as StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged again after
-           `judge_after` steps, then after twice as many each time, where speculating could pay at an optimistic bound
-           on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the
+           step run together or rest until the back-off interval comes round; `judge_gate` off: judged once due), the
+           outcomes come back as StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged
+           again after `judge_after` steps, then after twice as many each time, where speculating could pay at an
+           optimistic bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the
            probes' 16 steps a prose request whose first 4 tokens matched the draft half the time waited half its 32
            tokens before the judgement that found 0.9). With `judged_first` it does not speculate before its first
            judgement, for the reason given for drafts in hand (in a scratch cell, the second code request at batch 1
@@ -367,6 +367,8 @@ class MoeServePolicy:
                     judge.add(sid)
                     self._unjudged.discard(sid)
                     self._awaiting |= rids - {sid}
+                else:  # nothing this step can change before the interval comes round: they rest until then
+                    waiting.extend(first_due)
         # the probes due this step start together or not at all (the back-off goes on): drafting is batch-wide, so
         # what one probe costs and what speculating could return depend on who else drafts
         if starting and self._probes_pay(starting, ks, probs, caps, batch):

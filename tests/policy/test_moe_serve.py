@@ -761,6 +761,19 @@ def test_a_first_judgement_is_made_only_where_speculating_could_repay_it(tokens_
     assert ungated.decide(view(tokens_left)).judge == {"r0", "r1"}
 
 
+@pytest.mark.parametrize(("burst", "rest"), [(1, 3), (4, 3), (3, 5)])
+def test_first_judgements_that_do_not_pay_rest_until_the_interval_comes_round(burst, rest):
+    """A group whose first judgements did not pay (and sent no scout) has nothing to weigh before its back-off
+    interval (judge_after, 4) comes round: it rests until then, in whole plain bursts (BatchView.plain_burst), so the
+    engine bursts through (awake, each step was a scheduler step of its own: STANDALONE arithmetic at batch 8, 11
+    scheduler steps for a 31-token wave against 8 at K = 0)."""
+    policy = cpu_like(0.9)
+    base = replace(judged_batch(policy.judge_after), plain_burst=burst)
+    view = replace(base, requests=tuple(replace(r, tokens_left=4, draft_backlog=230) for r in base.requests))
+    d = policy.decide(view)
+    assert not d.judge and d.rest_until == (policy.judge_after + 1 + rest,) * 2
+
+
 @pytest.mark.parametrize("tokens_left", [8, 28, 64])
 def test_the_hoped_gain_is_the_time_the_remaining_tokens_save(tokens_left):
     """At batch 1 the hoped-for gain of speculating is the request's remaining tokens times what a token costs less
