@@ -74,9 +74,9 @@
            step run together or rest until the back-off interval comes round; `judge_gate` off: judged once due), the
            outcomes come back as StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged
            again after `judge_after` steps, then after twice as many each time, where speculating could pay at an
-           optimistic bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the
-           probes' 16 steps a prose request whose first 4 tokens matched the draft half the time waited half its 32
-           tokens before the judgement that found 0.9). With `judged_first` it does not speculate before its first
+           optimistic bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at
+           batch 1; at the probes' 16 steps a prose request whose first 4 tokens matched the draft half the time
+           waited half its 32 tokens before the judgement that found 0.9). With `judged_first` it does not speculate before its first
            judgement, for the reason given for drafts in hand (in a scratch cell, the second code request at batch 1
            speculated at once on the acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of
            none's TPOT where the judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft
