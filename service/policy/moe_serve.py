@@ -76,10 +76,10 @@
            again after `judge_after` steps, then after twice as many each time, where speculating could pay at an
            optimistic bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at
            batch 1; at the probes' 16 steps a prose request whose first 4 tokens matched the draft half the time
-           waited half its 32 tokens before the judgement that found 0.9). With `judged_first` it does not speculate before its first
-           judgement, for the reason given for drafts in hand (in a scratch cell, the second code request at batch 1
-           speculated at once on the acceptance the first one's judgement left, at K = 1-4 for its 15 steps, 1.17x of
-           none's TPOT where the judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft
+           waited half its 32 tokens before the judgement that found 0.9). With `judged_first` it does not speculate
+           before its first judgement, for the reason given for drafts in hand (in a scratch cell, the second code
+           request at batch 1 speculated at once on the acceptance the first one's judgement left, at K = 1-4 for its
+           15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft
            cache lacks (which it then holds, so speculation that follows has no catch-up) and no verify: in the CPU
            engine's STANDALONE cells a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT
            (scratch cell, moe-fine x48: every request probed once and never speculated after, 1.10-1.13x of none's
