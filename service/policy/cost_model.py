@@ -38,10 +38,10 @@ else by the fit alone: a plain step that runs under the fit says nothing of a ve
 verify of several rows per expert is bound by compute and the plain step by bytes: on the CPU engine (moe-fine x48,
 bfloat16 experts, AMD EPYC with AVX-512, 2026-11-30) batch-8 plain steps ran 0.72x the fit while STANDALONE
 three-draft steps of eight requests ran ~1.17x it (104 ms, priced 64 by the plain ratio, 89 by the fit); priced by
-the plain ratio, each arithmetic wave at batch 8 paid first judgements
-(~55 ms, a draft-model catch-up over eight 131-token contexts) on a gain hoped at 1.4-2.7x their cost, where no
-static K paid (bench/results/awake-s46). (Before bfloat16 experts, a prose wave's mostly accepted batch-8 steps ran
-near the plain ratio's price, 1.29x under the fit's, and paid.)
+the plain ratio, each arithmetic wave at batch 8 paid first judgements (~55 ms, a draft-model catch-up over eight
+131-token contexts) on a gain hoped at 1.4-3.7x their cost, where no static K paid (bench/results/awake-s46).
+(Before bfloat16 experts, a prose wave's mostly accepted batch-8 steps ran near the plain ratio's price, 1.29x under
+the fit's, and paid.)
 """
 
 from __future__ import annotations

@@ -79,11 +79,11 @@
            waited half its 32 tokens before the judgement that found 0.9). With `judged_first` it does not speculate
            before its first judgement, for the reason given for drafts in hand (in a scratch cell, the second code
            request at batch 1 speculated at once on the acceptance the first one's judgement left, at K = 1-4 for its
-           15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A judgement costs one draft forward over what the draft
-           cache lacks (which it then holds, so speculation that follows has no catch-up) and no verify: in the CPU
-           engine's STANDALONE cells a probe (3 drafts verified, the catch-up) cost ~10 % of a 32-token request's TPOT
-           (scratch cell, moe-fine x48: every request probed once and never speculated after, 1.10-1.13x of none's
-           TPOT).
+           15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A judgement costs one draft
+           forward over what the draft cache lacks (which it then holds, so speculation that follows has no catch-up)
+           and no verify: in the CPU engine's STANDALONE cells a probe (3 drafts verified, the catch-up) cost ~10 % of
+           a 32-token request's TPOT (scratch cell, moe-fine x48: every request probed once and never speculated
+           after, 1.10-1.13x of none's TPOT).
   scouting first judgements that do not pay together are a bet priced at the hoped-for rate, where what they buy is
            information: at batch 8 a wave's judgement (8 contexts caught up) costs about what drafts hoped at 0.8 would
            save, so small changes in the calibrated prices decided whether prose, whose drafts then proved 0.9-0.99,
