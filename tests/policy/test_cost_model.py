@@ -452,32 +452,28 @@ def test_a_bucket_prices_its_first_speculative_steps_by_its_plain_steps_bias_onl
     the fit alone (CPU engine, batch 8: plain steps 0.72x the fit, STANDALONE verifies of eight requests ~1.17x it;
     priced by the plain ratio, each arithmetic wave paid first judgements that no static K could repay). Once its
     speculative steps are measured they price themselves."""
-    shape = MoeShape(32, 4, 4)
-    model, linear = (StepTimeModel(shape, TRUTH, calibrate=c) for c in (True, False))
     line = lambda tokens, experts: 0.010 + 0.005 * tokens + 0.001 * 4 * experts  # noqa: E731  batch 1's
-    for _ in range(30):
-        for m in (model, linear):
-            m.add(1, 1, [4] * 4, 0, 0, verify_s=line(1, 4), draft_s=0.0, other_s=0.001, plain=True)
-            for tokens, experts in ((2, 4), (2, 8), (4, 4), (4, 12)):
-                verify = line(tokens, experts) + 0.002
-                m.add(tokens, 1, [experts] * 4, tokens - 1, tokens - 1, verify, 0.004 * (tokens - 1), 0.002)
-            m.add(8, 8, [21] * 4, 0, 0, verify_s=0.040, draft_s=0.0, other_s=0.001, plain=True)
-    model.refit()
-    linear.refit()
+
+    def fitted(batch: int, experts: int, plain_s: float) -> tuple[StepTimeModel, StepTimeModel]:
+        """(calibrated, the fit alone) after batch-1 steps on `line` and plain steps of `batch` taking plain_s."""
+        models = tuple(StepTimeModel(MoeShape(32, 4, 4), TRUTH, calibrate=c) for c in (True, False))
+        for _ in range(30):
+            for m in models:
+                m.add(1, 1, [4] * 4, 0, 0, verify_s=line(1, 4), draft_s=0.0, other_s=0.001, plain=True)
+                for tokens, routed in ((2, 4), (2, 8), (4, 4), (4, 12)):
+                    verify = line(tokens, routed) + 0.002
+                    m.add(tokens, 1, [routed] * 4, tokens - 1, tokens - 1, verify, 0.004 * (tokens - 1), 0.002)
+                m.add(batch, batch, [experts] * 4, 0, 0, verify_s=plain_s, draft_s=0.0, other_s=0.001, plain=True)
+        for m in models:
+            m.refit()
+        return models
+
+    model, linear = fitted(8, 21, 0.040)
     bias = model.step_time(8, 8, 0, 0) / linear.step_time(8, 8, 0, 0)
     assert bias < 0.9  # the batch-8 plain steps ran under the shared line
     speculative = model.step_time(24, 8, 2, 16, accepted=12)
     assert speculative == pytest.approx(linear.step_time(24, 8, 2, 16, accepted=12), rel=1e-9)
-    over, fit = (StepTimeModel(shape, TRUTH, calibrate=c) for c in (True, False))  # batch-2 plain steps over it
-    for _ in range(30):
-        for m in (over, fit):
-            m.add(1, 1, [4] * 4, 0, 0, verify_s=line(1, 4), draft_s=0.0, other_s=0.001, plain=True)
-            for tokens, experts in ((2, 4), (2, 8), (4, 4), (4, 12)):
-                verify = line(tokens, experts) + 0.002
-                m.add(tokens, 1, [experts] * 4, tokens - 1, tokens - 1, verify, 0.004 * (tokens - 1), 0.002)
-            m.add(2, 2, [8] * 4, 0, 0, verify_s=2 * line(2, 8), draft_s=0.0, other_s=0.001, plain=True)
-    over.refit()
-    fit.refit()
+    over, fit = fitted(2, 8, 2 * line(2, 8))  # batch-2 plain steps that ran over the shared line
     up = over.step_time(2, 2, 0, 0) / fit.step_time(2, 2, 0, 0)
     assert up > 1.2
     assert over.step_time(6, 2, 2, 4, accepted=2) == pytest.approx(up * fit.step_time(6, 2, 2, 4, accepted=2), rel=1e-9)
