@@ -102,14 +102,8 @@
            measured acceptance (rejudging_could_pay's), for 3, 7, 15 steps (up to `max_rest`: with the step that
            starts it, whole plain bursts of the engine's, BatchView.plain_burst, here 4; backed_off), the back-off
            reset by a draft accepted to its end, which also ends a rest: the engine still judges a resting request's
-           free draft, so rests may be long (16). In a batch rests end together (align_rests, join_rests). Without
-           rests such a request paid its lookup, judgement and the policy every step, each a scheduler step of its
-           own (CPU engine, NGRAM, moe-fine x48, math at batch 1: 1.04-1.06x the K = 0 hint's TPOT in the
-           thirty-third session; what judging during rests measured: moe_sglang/ngram_worker.py, _timed_lookup).
-           Awake while either held (a rejected draft whose acceptance could still pay at the bound, which a few
-           outcomes leave loose), prose at batch 1 took 52-61 scheduler steps for 93 tokens against 24 at a K = 0
-           hint, ~1 ms of the scheduler's own time and ~0.8 of lookup and policy each (forty-sixth session,
-           bench/results/awake-s46).
+           free draft, so rests may be long (16). In a batch rests end together (align_rests, join_rests). What
+           rests measured on the CPU engine: moe_serve_probe.rests.
   reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
            tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
            experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
@@ -164,6 +158,12 @@ DEFAULT_PRIOR = StepCoefficients(
     per_draft_token=2e-5,
     other=5e-4,
     per_backlog_token=2e-5,
+)
+
+# the policy's state kept per request (dicts and sets keyed by request id), forgotten when requests leave (decide)
+PER_REQUEST = (
+    *("_idle", "_interval", "_probe_left", "_depth", "_shadowed", "_proven", "_judged", "_unjudged", "_awaiting"),
+    *("_reuse", "_own", "_own_memo", "_rest_until", "_rest_len", "_hit"),
 )
 
 
@@ -239,8 +239,7 @@ class MoeServePolicy:
         self.judge_gate = judge_gate
         self.max_rest = max_rest  # most steps a request rests at once (resting); 0: none rests
         self._rest_until: dict[str, int] = {}  # request -> tokens_so_far at which its rest ends (Decision.rest_until)
-        # request with its draft in hand -> its latest rest in forwards, the step that started it included (back-off)
-        self._rest_len: dict[str, int] = {}
+        self._rest_len: dict[str, int] = {}  # NGRAM request -> its latest rest, forwards with its first (back-off)
         self._hit: dict[str, bool] = {}  # request -> its latest verified draft had a hit / judged one was whole
         self._reuse: dict[str, tuple[float, int]] = {}  # request -> (its expert reuse, plain steps): `_priced_for`
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
@@ -252,21 +251,9 @@ class MoeServePolicy:
         if len(self.accept) > 2 * len(reqs) + 16:
             live = {r.request_id for r in reqs}
             self.accept.keep_only(live)
-            self._idle = {k: v for k, v in self._idle.items() if k in live}
-            self._interval = {k: v for k, v in self._interval.items() if k in live}
-            self._probe_left = {k: v for k, v in self._probe_left.items() if k in live}
-            self._depth = {k: v for k, v in self._depth.items() if k in live}
-            self._shadowed &= live
-            self._proven &= live
-            self._judged &= live
-            self._unjudged &= live
-            self._awaiting &= live
-            self._reuse = {k: v for k, v in self._reuse.items() if k in live}
-            self._own = {k: v for k, v in self._own.items() if k in live}
-            self._own_memo = {k: v for k, v in self._own_memo.items() if k in live}
-            self._rest_until = {k: v for k, v in self._rest_until.items() if k in live}
-            self._rest_len = {k: v for k, v in self._rest_len.items() if k in live}
-            self._hit = {k: v for k, v in self._hit.items() if k in live}
+            for name in PER_REQUEST:  # requests that left the batch are forgotten
+                kept = getattr(self, name)
+                setattr(self, name, kept & live if isinstance(kept, set) else {k: kept[k] for k in kept if k in live})
         if self.warm_up and self._steps == 0:
             # nothing measured yet: the prior is a GPU's (on the CPU engine it priced a first step of 8 requests at
             # K = 2 at 31 ms; it took 325), so the first step is a plain one, which measures the machine

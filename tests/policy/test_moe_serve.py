@@ -1001,3 +1001,20 @@ def test_a_judged_request_rests_until_its_next_judgement_is_due():
     assert [r.k for r in policy.decide(emitted(view, 1)).requests] == [0, 0] and not policy.decide(
         emitted(view, 2)
     ).judge
+
+
+def test_state_of_requests_that_left_is_forgotten():
+    """Every per-request map of the policy is listed in PER_REQUEST (`_probing` is the step's own) and loses the
+    requests that left the batch once the tracker holds many more than the batch."""
+    from service.policy.moe_serve import PER_REQUEST
+
+    policy = cpu_like(0.5)
+    maps = {k for k, v in vars(policy).items() if k.startswith("_") and isinstance(v, dict | set)}
+    assert maps - {"_probing"} == set(PER_REQUEST)
+    for i in range(40):
+        policy.accept.update(f"gone{i}", 1, 1)
+    for name in PER_REQUEST:
+        kept = getattr(policy, name)
+        kept.add("gone0") if isinstance(kept, set) else kept.__setitem__("gone0", 1)
+    policy.decide(batch(2))
+    assert all("gone0" not in getattr(policy, name) for name in PER_REQUEST)
