@@ -17,7 +17,7 @@ What bounds a burst (`burst_len`):
   the policies were asked and put every request to rest (moe-serve: a batch whose requests' drafts could not pay,
   its rests aligned) bursts on. Without that, each such step was a scheduler step of its own before the rest's
   burst (CPU engine, NGRAM, moe-fine x48, code at batch 8: 17-27 scheduler steps for a 31-token wave against 8 at
-  a K = 0 hint, 1.05x its TPOT; bench/results/awake-s46);
+  a K = 0 hint, 1.06x its TPOT; bench/results/awake-s46);
 - each resting request's rest: a burst ends where the first rest does (the policy's next judgement comes on time);
 - each request's tokens left (max_new_tokens), and the KV slots the scheduler reserved for the step (a speculative
   decode reserves at least 2 x num_draft_tokens per request, SGLang's `get_alloc_reserve_per_decode`);

@@ -57,6 +57,8 @@ def plain_step(worker, batch, step: StepInFlight, burst: int = 1) -> StepOutput:
     measure = bool(step.views or step.resting)
     rids = [req.rid for req in batch.reqs] if measure else None
     tokens, following, sub, start = [], [], step, time.perf_counter()
+    # a burst after a step whose plan put the batch to rest (plain_burst.py): its later forwards are resting steps
+    rested = tuple(rid in runtime.resting for rid in step.rids) if step.views and burst > 1 else None
     for j in range(burst):
         # counted (the policies price what a step read) and kept per request: the share of a token's experts that
         # the request's next token reuses is what an accepted draft would reuse (`expert_reuse`); one token per
@@ -78,8 +80,7 @@ def plain_step(worker, batch, step: StepInFlight, burst: int = 1) -> StepOutput:
         if j + 1 == burst or input_pending():
             break
         sub.ended, start = now, now
-        # a burst after a step whose plan put the batch to rest (plain_burst.py): its forwards are resting steps
-        sub = sub.following(now, tuple(rid in runtime.resting for rid in step.rids) if step.views else None)
+        sub = sub.following(now, rested)
         following.append(sub)
     if measure:
         runtime.last_routing_step = runtime.steps + 1 + len(following)  # the step count once all are closed
