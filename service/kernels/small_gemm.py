@@ -45,8 +45,19 @@ import torch.nn.functional as F
 from service.kernels import stream_gemm
 from service.kernels.plan_cache import PlanCache, engine_cache, machine_key
 
-FORMS = ("linear", "weight_major", "stream", "stream_l2", "stream_l2_near", "stream_seq", "stream_seq_hw")
-STREAM_FORMS = FORMS[2:]  # our kernel's, one per stream_gemm.KINDS entry
+FORMS = (
+    "linear",
+    "weight_major",
+    "stream",
+    "stream_l2",
+    "stream_l2_near",
+    "stream_seq",
+    "stream_seq_hw",
+    "stream_amx",
+    "stream_amx_pf",
+)
+STREAM_FORMS = FORMS[2:]  # our kernel's: one per stream_gemm.KINDS entry, then its AMX_KINDS
+AMX_FORMS = STREAM_FORMS[len(stream_gemm.KINDS) :]  # bfloat16 weights only, where stream_gemm.amx_ready()
 MARGIN = 0.05  # a form other than `linear` is kept only where it timed at least this much faster
 MAX_ROWS = 16  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
 # the weight dtypes the stream walks read (x is float32): bfloat16 widened to float32 in registers; torch's forms get
@@ -87,8 +98,13 @@ _KIND = {  # form -> stream_gemm.stream_moe's kind
 
 
 def available_forms() -> tuple[str, ...]:
-    """The forms this machine can run: the stream forms only where their kernel built (stream_gemm.load)."""
-    return tuple(f for f in FORMS if f not in STREAM_FORMS or stream_gemm.load())
+    """The forms this machine can run: the stream forms only where their kernel built (stream_gemm.load), the AMX
+    forms only where the CPU and its kernel let this process use the tiles (stream_gemm.amx_ready)."""
+    return tuple(
+        f
+        for f in FORMS
+        if f not in STREAM_FORMS or (stream_gemm.load() and (f not in AMX_FORMS or stream_gemm.amx_ready()))
+    )
 
 
 @dataclass
@@ -236,7 +252,12 @@ def time_forms(
     mats = [stack[i] for i in range(min(stack.shape[0], 8))]
     streams = inputs == torch.float32 and stack.dtype in WEIGHT_DTYPES and rows <= stream_gemm.MAX_ROWS
     torch_forms = stack.dtype == inputs  # float32 rows by a bfloat16 weight: torch's forms would copy it each product
-    forms = [f for f in available_forms() if f in candidates and (streams if f in STREAM_FORMS else torch_forms)]
+    amx = stack.dtype == torch.bfloat16  # the AMX forms multiply bfloat16 weights only
+    forms = [
+        f
+        for f in available_forms()
+        if f in candidates and (streams and (amx or f not in AMX_FORMS) if f in STREAM_FORMS else torch_forms)
+    ]
     best = {}
     for form in forms:
         _FORM_FN[form](x, mats[0])  # warm the BLAS path

@@ -47,13 +47,17 @@ logger = logging.getLogger(__name__)
 CSRC = Path(__file__).parent / "csrc"
 # the library's sources (the other ops of torch.ops.moe_serve share its products: decode_attention.py) and the
 # header they share
-SOURCES = (CSRC / "stream_gemm.cpp", CSRC / "decode_attention.cpp", CSRC / "decode_moe.cpp")
+SOURCES = (CSRC / "stream_gemm.cpp", CSRC / "amx_gemm.cpp", CSRC / "decode_attention.cpp", CSRC / "decode_moe.cpp")
 HEADERS = (CSRC / "stream_gemm.h",)
 NAME = "moe_serve_stream_gemm"
 MAX_ROWS = 16
 # how the weight is walked and prefetched, the op's `kind` (csrc/stream_gemm.cpp's Kind, its table): R features side
 # by side with a prefetch into L1 / into L2 / into L2 nearer ahead, or one feature after another (address order)
 KINDS = ("lockstep", "lockstep_l2", "lockstep_l2_near", "sequential", "sequential_hw")
+# the AMX tile forms of a bfloat16 weight (csrc/amx_gemm.cpp: the float32 rows split into three exact bfloat16
+# parts), numbered after the walks: the hardware prefetchers alone / a software prefetch into L2
+AMX_KINDS = ("amx", "amx_prefetch")
+AMX_KIND, AMX_PREFETCH_KIND = len(KINDS), len(KINDS) + 1
 CFLAGS = ("-O3",)  # no -march: the ISA variants are compiled by target attributes and chosen at run time
 ISAS = ("avx512", "avx2", "base")  # widest first
 
@@ -94,6 +98,15 @@ def best_isa() -> str:
     return isa  # type: ignore[return-value]
 
 
+def amx_ready() -> bool:
+    """Whether the AMX forms run here: the CPU has AMX-TILE and AMX-BF16 and the kernel let this process use the
+    tiles (asked once per process, not assumed)."""
+    ready = _STATE.get("amx")
+    if ready is None:
+        ready = _STATE["amx"] = bool(load() and torch.ops.moe_serve.stream_amx_ready())
+    return ready  # type: ignore[return-value]
+
+
 def supported_isas() -> list[str]:
     """Every ISA of ISAS this CPU runs, widest first."""
     return list(ISAS[ISAS.index(best_isa()) :])
@@ -102,7 +115,7 @@ def supported_isas() -> list[str]:
 def stream_linear(x: torch.Tensor, w: torch.Tensor, isa: str | None = None, kind: int = 0) -> torch.Tensor:
     """x [m, in] @ w [out, in].T -> [m, out], CPU tensors, x float32, w float32 or bfloat16 (each weight widened to
     float32 before it multiplies: half the bytes read), 1 <= m <= MAX_ROWS (the op checks and says);
-    `kind` indexes KINDS. Called for every expert product of a step: once loaded, no lock and no overload
+    `kind` indexes KINDS, or is AMX_KIND / AMX_PREFETCH_KIND for a bfloat16 weight where amx_ready(). Called for every expert product of a step: once loaded, no lock and no overload
     resolution."""
     if not _STATE.get("loaded"):
         _require()

@@ -4,6 +4,7 @@ import torch
 from service.kernels import stream_gemm
 from service.kernels.small_gemm import (
     _FORM_FN,
+    AMX_FORMS,
     FORMS,
     MAX_ROWS,
     STREAM_FORMS,
@@ -28,7 +29,11 @@ def test_weight_major_is_the_product(rows, out_features, in_features):
     torch.testing.assert_close(linear(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
     if rows <= MAX_ROWS:
         for form in STREAM_FORMS:
-            torch.testing.assert_close(_FORM_FN[form](x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
+            if form not in AMX_FORMS:
+                torch.testing.assert_close(_FORM_FN[form](x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
+            elif stream_gemm.amx_ready():  # bfloat16 weights only
+                half = w.to(torch.bfloat16)
+                torch.testing.assert_close(_FORM_FN[form](x, half), x @ half.float().t(), rtol=1e-5, atol=1e-4)
         torch.testing.assert_close(stream(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
 
 
@@ -74,9 +79,14 @@ def test_a_single_matrix_is_tuned_as_a_stack_of_one():
 
 def test_time_forms_times_every_form():
     times = time_forms(torch.randn(3, 64, 32), rows=2, repeats=2)
-    assert set(times) == set(available_forms()) and all(0 < t < 1 for t in times.values())
+    assert set(times) == set(available_forms()) - set(AMX_FORMS) and all(0 < t < 1 for t in times.values())
     assert "stream" in available_forms()  # the C++ kernel builds on the machines this project runs on
-    assert set(STREAM_FORMS) <= set(times) and len(STREAM_FORMS) == len(stream_gemm.KINDS)
+    assert set(STREAM_FORMS) - set(AMX_FORMS) <= set(times)
+    assert len(STREAM_FORMS) == len(stream_gemm.KINDS) + len(stream_gemm.AMX_KINDS)
+    # bfloat16 weights by float32 rows: the stream forms only, the AMX ones where the tiles run here
+    bf16 = time_forms(torch.randn(3, 64, 32).to(torch.bfloat16), rows=2, repeats=1, inputs=torch.float32)
+    assert set(bf16) == {f for f in STREAM_FORMS if f in available_forms()}
+    assert (set(AMX_FORMS) <= set(bf16)) == stream_gemm.amx_ready()
     assert not set(STREAM_FORMS) & set(time_forms(torch.randn(2, 16, 8, dtype=torch.float64), rows=2, repeats=1))
     assert not set(STREAM_FORMS) & set(time_forms(torch.randn(2, 16, 8), rows=17, repeats=1))  # beyond its rows
     assert MAX_ROWS >= 5  # a verify of 4 drafts gives an expert up to 5 rows of one request
@@ -85,7 +95,7 @@ def test_time_forms_times_every_form():
 @pytest.mark.parametrize(
     ("tokens", "k", "form"),
     [(1, 2, "weight_major"), (5, 3, "weight_major"), (9, 2, "linear"), (1, 2, "stream"), (5, 3, "stream")]
-    + [(5, 3, form) for form in STREAM_FORMS[1:]],
+    + [(5, 3, form) for form in STREAM_FORMS[1:] if form not in AMX_FORMS],  # AMX: bfloat16 weights (test_stream_gemm)
 )
 def test_moe_experts_is_the_reference_moe(tokens, k, form):
     from service.kernels.moe_ref import moe_forward, route_topk

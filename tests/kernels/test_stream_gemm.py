@@ -82,10 +82,82 @@ def test_bad_input_is_refused_with_the_reason(x, w, isa, message):
         stream_gemm.stream_linear(x, w, isa)
 
 
-@pytest.mark.parametrize("kind", [-1, len(stream_gemm.KINDS)])
+@pytest.mark.parametrize("kind", [-1, len(stream_gemm.KINDS) + len(stream_gemm.AMX_KINDS)])
 def test_an_unknown_walk_is_refused(kind):
     with pytest.raises(RuntimeError, match="unknown kind"):
         stream_gemm.stream_linear(torch.randn(2, 8), torch.randn(4, 8), None, kind)
+
+
+AMX = pytest.mark.skipif(not stream_gemm.amx_ready(), reason="this CPU or its kernel runs no AMX tiles")
+AMX_FORMS = [stream_gemm.AMX_KIND, stream_gemm.AMX_PREFETCH_KIND]
+
+
+def test_amx_is_asked_of_the_cpu():
+    flags = set()
+    with open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if not {"amx_tile", "amx_bf16"} <= flags:
+        assert not stream_gemm.amx_ready()  # never assumed where the CPU does not say so
+
+
+@AMX
+@pytest.mark.parametrize("rows", range(1, stream_gemm.MAX_ROWS + 1))
+@pytest.mark.parametrize(("out_features", "in_features"), [(9, 256), (37, 130), (4, 7), (1, 33), (256, 4608)])
+def test_the_amx_forms_compute_the_product(rows, out_features, in_features):
+    """Tails of both kinds (features not a whole block of 16, weights not a whole 32) through the zero-padded tiles."""
+    g = torch.Generator().manual_seed(rows * 100 + out_features)
+    x = torch.randn(rows, in_features, generator=g)
+    w = torch.randn(out_features, in_features, generator=g).to(torch.bfloat16)
+    expected = x.double() @ w.double().t()
+    for kind in AMX_FORMS:
+        y = stream_gemm.stream_linear(x, w, None, kind)
+        assert y.shape == (rows, out_features) and y.dtype == torch.float32 and y.is_contiguous()
+        torch.testing.assert_close(y.double(), expected, rtol=1e-5, atol=1e-4 * in_features**0.5)
+
+
+@AMX
+@pytest.mark.parametrize("rows", [1, 7, 16])
+def test_the_amx_forms_keep_every_bit_of_the_rows(rows):
+    """An identity weight gives back x itself bit for bit: the three bfloat16 parts of each float32 value add up to it
+    exactly (two parts would keep 16 of its 24 significant bits); non-finite values multiply as in float32."""
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 48, generator=g) * torch.logspace(-20, 20, 48)
+    eye = torch.eye(48).to(torch.bfloat16)
+    infinite = x.clone()
+    infinite[0, 3], infinite[-1, 5] = float("inf"), float("-inf")
+    for kind in AMX_FORMS:
+        assert torch.equal(stream_gemm.stream_linear(x, eye, None, kind), x), kind
+        got = stream_gemm.stream_linear(infinite, eye, None, kind)  # inf * 0 is nan, as in float32
+        torch.testing.assert_close(got, infinite @ eye.float().t(), rtol=0, atol=0, equal_nan=True)
+
+
+@AMX
+def test_the_amx_forms_split_the_outputs_not_the_result():
+    x, w = torch.randn(5, 256), torch.randn(4099, 256).to(torch.bfloat16)
+    before = torch.get_num_threads()
+    try:
+        for kind in AMX_FORMS:
+            torch.set_num_threads(1)
+            one = stream_gemm.stream_linear(x, w, None, kind)
+            torch.set_num_threads(2)
+            assert torch.equal(one, stream_gemm.stream_linear(x, w, None, kind)), kind
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("kind", AMX_FORMS)
+def test_the_amx_forms_refuse_float32_weights(kind):
+    with pytest.raises(RuntimeError, match="bfloat16 weights only"):
+        stream_gemm.stream_linear(torch.randn(2, 32), torch.randn(4, 32), None, kind)
+
+
+@pytest.mark.skipif(stream_gemm.amx_ready(), reason="this CPU runs AMX tiles")
+def test_the_amx_forms_are_refused_where_the_cpu_has_none():
+    with pytest.raises(RuntimeError, match="cannot run the AMX form"):
+        stream_gemm.stream_linear(torch.randn(2, 32), torch.randn(4, 32).to(torch.bfloat16), None, AMX_FORMS[0])
 
 
 def _routing(tokens, experts, k, seed):
@@ -148,6 +220,23 @@ def test_bfloat16_experts_past_the_plans_rows_are_multiplied_in_pieces(tokens):
     assert int(torch.bincount(ids.flatten()).max()) > stream_gemm.MAX_ROWS  # some hit past the plan's rows
     walks = [m % len(stream_gemm.KINDS) for m in range(stream_gemm.MAX_ROWS)]
     got = stream_gemm.stream_moe(x, w13, w2, ids, weights, walks, walks[::-1])
+    torch.testing.assert_close(got, moe_forward(x, w13.float(), w2.float(), ids, weights), rtol=1e-5, atol=1e-5)
+
+
+@AMX
+@pytest.mark.parametrize(("tokens", "k"), [(1, 2), (7, 3), (30, 2)])
+def test_stream_moe_runs_bfloat16_experts_on_amx_tiles(tokens, k):
+    """Every expert hit in an AMX form (pieces of 16 rows past the plan's rows) is the reference MoE on the widened
+    weights, to rounding."""
+    from service.kernels.moe_ref import moe_forward
+
+    g = torch.Generator().manual_seed(tokens * 3 + k)
+    w13, w2 = torch.randn(3, 2 * 24, 40, generator=g) / 4, torch.randn(3, 40, 24, generator=g) / 4
+    w13, w2 = w13.to(torch.bfloat16), w2.to(torch.bfloat16)
+    x = torch.randn(tokens, 40, generator=g)
+    ids, weights = _routing(tokens, 3, k, seed=tokens)
+    forms = [AMX_FORMS[m % 2] for m in range(stream_gemm.MAX_ROWS)]
+    got = stream_gemm.stream_moe(x, w13, w2, ids, weights, forms, forms[::-1])
     torch.testing.assert_close(got, moe_forward(x, w13.float(), w2.float(), ids, weights), rtol=1e-5, atol=1e-5)
 
 

@@ -63,7 +63,8 @@ bool all_walks(at::IntArrayRef kinds) {
 // AVX2 only (1 thread, 64 experts in turn, one row) it read w13 at 16.2-17.6 GB/s and w2 at 17.3-17.7 where
 // kSequential read 13.8-13.9 and 11.5-13.3, and torch's read-only sum of the same weights 15.7-18.0 (two runs).
 enum Kind : int64_t { kLockstep = 0, kLockstepL2 = 1, kLockstepL2Near = 2, kSequential = 3, kSequentialHw = 4 };
-constexpr int64_t kKinds = 5;
+// and the AMX forms of a bfloat16 weight (stream_gemm.h: kAmx, kAmxPrefetch)
+constexpr int64_t kKinds = 7;
 
 // R output features at a time, M x rows: R * M accumulators of one vector each, every weight vector loaded once and
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
@@ -259,11 +260,13 @@ void stream_walks(const float* x, const W* w, float* y, int64_t m, int64_t in, i
 
 void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
                     Kernel kernel) {
+  TORCH_CHECK(!is_amx(kind), "stream_gemm: the AMX forms multiply bfloat16 weights only");
   stream_walks(x, w, y, m, in, out, kind, kernel);
 }
 
 void stream_product(const float* x, const uint16_t* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
                     KernelBf16 kernel) {
+  if (is_amx(kind)) return amx_product(x, w, y, m, in, out, kind);
   stream_walks(x, w, y, m, in, out, kind, kernel);
 }
 
@@ -449,6 +452,7 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
 TORCH_LIBRARY(moe_serve, library) {
   library.def("stream_linear(Tensor x, Tensor w, str isa, int kind=0) -> Tensor");
   library.def("stream_best_isa() -> str", &best_isa);
+  library.def("stream_amx_ready() -> bool", &amx_ready);
   library.def(
       "stream_moe(Tensor x, Tensor w13, Tensor w2, Tensor topk_ids, Tensor topk_weights, str isa, int[] kinds13, "
       "int[] kinds2) -> Tensor");

@@ -71,6 +71,15 @@ using KernelBf16 = void (*)(const float*, const uint16_t*, float*, int, int64_t,
 // The forms of a product other than the stream walks (Kind >= 0): torch's F.linear and (w @ x^T)^T.
 constexpr int64_t kLinear = -1, kWeightMajor = -2;
 
+// The AMX tile forms of a bfloat16 weight's product (amx_gemm.cpp), numbered after stream_gemm.cpp's walks: the
+// hardware prefetchers alone, or a software prefetch of the next blocks into L2.
+constexpr int64_t kAmx = 5, kAmxPrefetch = 6;
+inline bool is_amx(int64_t kind) { return kind == kAmx || kind == kAmxPrefetch; }
+bool amx_ready();  // the CPU has AMX-TILE + AMX-BF16 and the kernel lets this process use the tiles (asked once)
+// y [m, out] = x [m, in] @ w [out, in]^T, w bfloat16 bits, 1 <= m <= 16, in form `kind` (kAmx or kAmxPrefetch);
+// a TORCH_CHECK error where amx_ready() is false
+void amx_product(const float* x, const uint16_t* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind);
+
 Kernel pick(const std::string& isa);  // "avx512", "avx2" or "base"
 KernelBf16 pick_bf16(const std::string& isa);
 std::string best_isa();               // the widest of them this CPU runs (asked of the CPU)
