@@ -26,7 +26,7 @@ from service.kernels.moe_ref import (
     route_topk,
     select_budget_experts,
 )
-from service.kernels.small_gemm import GemmPlan, moe_experts
+from service.kernels.small_gemm import FORMS, GemmPlan, moe_experts
 
 
 @dataclass
@@ -79,13 +79,15 @@ def _patched(model: torch.nn.Module, kind: str, make) -> Iterator[None]:
             module.forward = forward
 
 
-EXPERTS = ("engine", "transformers")  # whose expert products a bench's forwards run
+# whose expert products a bench's forwards run: the engine's (engine-walks: without the stream kernel's AMX forms,
+# as `--cpu-gemm walks`), transformers'
+EXPERTS = ("engine", "engine-walks", "transformers")
 
 
 @contextlib.contextmanager
 def expert_products(model: torch.nn.Module, probe: RoutingProbe, experts: str) -> Iterator[None]:
     """`experts` = "engine": the engine's products (engine_experts), truncated slots redirected as the engine does;
-    "transformers": the model's own."""
+    "engine-walks": the same without the AMX forms; "transformers": the model's own."""
     if experts not in EXPERTS:
         raise ValueError(f"experts {experts!r}: expected one of {EXPERTS}")
     if experts == "transformers":
@@ -93,21 +95,23 @@ def expert_products(model: torch.nn.Module, probe: RoutingProbe, experts: str) -
         return
     probe.redirect = True
     try:
-        with engine_experts(model):
+        from moe_sglang.cpu_moe import CANDIDATES
+
+        with engine_experts(model, CANDIDATES["walks" if experts == "engine-walks" else "tuned"]):
             yield
     finally:
         probe.redirect = False
 
 
 @contextlib.contextmanager
-def engine_experts(model: torch.nn.Module) -> Iterator[GemmPlan]:
+def engine_experts(model: torch.nn.Module, candidates: tuple[str, ...] = FORMS) -> Iterator[GemmPlan]:
     """Run every Mixtral expert block of `model` with the CPU engine's expert products for the duration of the block:
     its weights as the engine keeps them (kept_weights), a `GemmPlan` tuned here on them (every form per row count, as
     the engine's first forward does). Like the engine's MoE it cannot skip a slot: under a truncating budget set `RoutingProbe.redirect`."""
     block = next((m for m in model.modules() if type(m).__name__ == "MixtralExperts"), None)
     if block is None:
         raise ValueError(f"{type(model).__name__} has no MixtralExperts modules")
-    plan = GemmPlan().tune(kept_weights(block), inputs=torch.float32)  # every layer: one shape
+    plan = GemmPlan(candidates=candidates).tune(kept_weights(block), inputs=torch.float32)  # every layer: one shape
     with _patched(model, "MixtralExperts", lambda experts: _planned(experts, plan)):
         yield plan
 

@@ -62,7 +62,7 @@ from bench._policy_report import BASELINE, SYNC_BASELINE, goals, plot, separated
 from bench._vllm_peer import DEFAULT_VENV, running_vllm, vllm_python
 from moe_sglang.launch import SpeculationConfig
 from moe_sglang.server import running_engine
-from moe_sglang.settings import EngineSettings
+from moe_sglang.settings import CPU_GEMM, EngineSettings
 
 MAX_K = 4  # NGRAM drafts up to 4 tokens (5 verified per request); STANDALONE runs 4 draft steps
 PEER = "vllm-none"
@@ -97,11 +97,12 @@ POLICY_NAMES = (BASELINE, *(v.name for v in HINTED))
 FLOOR = Variant("k0", {"policy": "static", "max_k": 0})
 
 
-def drafter_settings() -> EngineSettings:
+def drafter_settings(cpu_gemm: str = EngineSettings.cpu_gemm) -> EngineSettings:
     """The drafter engines' settings: the static policy drafts MAX_K (its own default is 3), so that a request's
     `max_k` hint, which caps the policy's K, gives the static-K rows their K up to MAX_K. Until the forty-third
-    session the engines kept the default, and every "static-4" row was static K = 3."""
-    return EngineSettings(policy_params_json=json.dumps({"static": {"k": MAX_K}}))
+    session the engines kept the default, and every "static-4" row was static K = 3. `cpu_gemm`: every engine's
+    products (`--cpu-gemm`, for comparisons)."""
+    return EngineSettings(policy_params_json=json.dumps({"static": {"k": MAX_K}}), cpu_gemm=cpu_gemm)
 
 
 def speculation(drafter: str, setup: DecidingSetup) -> SpeculationConfig:
@@ -183,10 +184,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="smoke run: mixed prompts, batch 2, 2 rounds, 8 tokens, the last drafter only (none = a K=0 hint), no peer",
     )
+    parser.add_argument(
+        "--cpu-gemm",
+        choices=CPU_GEMM,
+        default=EngineSettings.cpu_gemm,
+        help="the CPU products of every moe-serve engine of the run (moe-serve engine --cpu-gemm; for comparisons)",
+    )
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     folder = out_dir(args.out, "policies")
+    plain_settings = EngineSettings(cpu_gemm=args.cpu_gemm)
     setup = setup_from_args(args)
     tasks = [MIXED] if args.quick else [t for t in args.tasks.split(",") if t]
     chosen = [p for p in args.policies.split(",") if p]
@@ -228,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.quick
             else stack.enter_context(
                 running_engine(
-                    bench_engine(model, SpeculationConfig(), args.engine_threads),
+                    bench_engine(model, SpeculationConfig(), args.engine_threads, plain_settings),
                     log_path=folder / "engine-none.log",
                 )
             )
@@ -239,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
             else stack.enter_context(
                 running_engine(
                     bench_engine(
-                        model, SpeculationConfig(), args.engine_threads, extra=("--disable-overlap-schedule",)
+                        model,
+                        SpeculationConfig(),
+                        args.engine_threads,
+                        plain_settings,
+                        extra=("--disable-overlap-schedule",),
                     ),
                     log_path=folder / "engine-none-sync.log",
                 )
@@ -255,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                             model,
                             speculation(drafter, setup),
                             args.engine_threads,
-                            drafter_settings(),
+                            drafter_settings(args.cpu_gemm),
                             extra=("--speculative-adaptive",),
                         ),
                         log_path=folder / f"engine-{drafter}.log",
@@ -316,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "cpu": cpu_info(),
         "engine_threads": args.engine_threads,
+        "cpu_gemm": args.cpu_gemm,
         "max_k": MAX_K,
         "max_tokens": tokens,
         "tasks": tasks,

@@ -91,7 +91,7 @@ def measure_model(
         raise RuntimeError(f"no held-out text of {prefix + max_k + 1} tokens")
     # bytes per expert weight read: the engine keeps a bfloat16 checkpoint's experts as bfloat16 (kept_weights)
     block = next(m for m in model.modules() if type(m).__name__ == "MixtralExperts")
-    itemsize = kept_weights(block)[0].element_size() if experts == "engine" else 4
+    itemsize = kept_weights(block)[0].element_size() if experts.startswith("engine") else 4
     rows = []
     with probed_routers(model) as probe, expert_products(model, probe, experts):
         cached = [CachedPrefix(model, ids, prefix) for ids in windows]

@@ -23,9 +23,10 @@ SGLang's float32 copy (comparisons; also every checkpoint whose experts are not 
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports
 `moe_forward_native` from its module at each call, so replacing that module attribute is the one seam.
-Setting `cpu_gemm=lockstep` (settings.py) tunes the stream kernel's first walk only, `cpu_gemm=torch` torch's forms
-only and expert by expert from Python, `cpu_gemm=unfused` the tuned forms expert by expert from Python,
-`cpu_gemm=linear` leaves SGLang's function in place, for comparisons.
+Setting `cpu_gemm=walks` (settings.py) leaves the kernel's AMX forms out of the plan, `cpu_gemm=lockstep` tunes the
+stream kernel's first walk only, `cpu_gemm=torch` torch's forms only and expert by expert from Python,
+`cpu_gemm=unfused` the tuned forms expert by expert from Python, `cpu_gemm=linear` leaves SGLang's function in place,
+for comparisons.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import logging
 import torch
 
 from service.kernels import stream_gemm
-from service.kernels.small_gemm import FORMS, STREAM_FORMS, GemmPlan, moe_experts, moe_experts_python
+from service.kernels.small_gemm import AMX_FORMS, FORMS, STREAM_FORMS, GemmPlan, moe_experts, moe_experts_python
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ _ORIGINAL: list = []  # SGLang's function, for the cases this path leaves to it
 # the forms each setting of cpu_gemm tunes (settings.CPU_GEMM; `linear` does not install this path)
 CANDIDATES = {
     "tuned": FORMS,
+    "walks": tuple(f for f in FORMS if f not in AMX_FORMS),
     "experts": FORMS,
     "lockstep": tuple(f for f in FORMS if f not in STREAM_FORMS[1:]),
     "torch": tuple(f for f in FORMS if f not in STREAM_FORMS),
@@ -55,7 +57,7 @@ CANDIDATES = {
 PYTHON_LOOP = ("torch", "unfused")  # the settings whose experts are multiplied one by one from Python
 _EXPERTS: list = [moe_experts]  # the expert forward install() chose
 # the settings whose expert forward can read bfloat16 weights (the stream kernel's library: stream_moe)
-BF16_READERS = ("tuned", "experts", "lockstep")
+BF16_READERS = ("tuned", "walks", "experts", "lockstep")
 _KEEP_BF16: list[bool] = [False]  # install()'s: keep bfloat16-exact expert weights as bfloat16
 # what _store marks on a layer (our names on SGLang's FusedMoE module): its weights looked at; kept as bfloat16
 _SEEN, _STORED = "_moe_serve_weights_seen", "_moe_serve_weights_bf16"

@@ -30,14 +30,15 @@ VERIFY_LAYOUTS = ("ragged", "rectangular", "fixed")
 CPU_ATTENTION = ("fused", "batched", "loop")
 
 # How the CPU engine multiplies a step's few rows: tuned = per shape and row count the fastest form of the product
-# (torch's two and our stream kernel's walks, service/kernels/small_gemm.py), timed on the weights at their first
-# product, for the experts (moe_sglang/cpu_moe.py) and the dense layers and lm_head (moe_sglang/cpu_dense.py);
-# experts = the experts only, the dense products SGLang's; lockstep = the experts only, with the stream kernel's
+# (torch's two, our stream kernel's walks and, for bfloat16 expert weights on a CPU with AMX, its AMX tile forms:
+# service/kernels/small_gemm.py), timed on the weights at their first product, for the experts
+# (moe_sglang/cpu_moe.py) and the dense layers and lm_head (moe_sglang/cpu_dense.py); walks = tuned without the AMX
+# forms; experts = the experts only, the dense products SGLang's; lockstep = the experts only, with the stream kernel's
 # first walk only (as before its walks were tuned, stream_gemm.KINDS); torch = the experts only, without the stream
 # kernel; linear = SGLang's own F.linear everywhere; unfused = tuned, but each MoE layer's experts one by one from
 # Python (small_gemm.moe_experts_python) instead of in one call of the kernel's library (stream_gemm.stream_moe).
 # All but the first are kept for comparisons.
-CPU_GEMM = ("tuned", "experts", "lockstep", "torch", "linear", "unfused")
+CPU_GEMM = ("tuned", "walks", "experts", "lockstep", "torch", "linear", "unfused")
 
 # How the CPU engine keeps a MoE layer's expert weights (moe_sglang/cpu_moe.py): bf16-exact = as bfloat16 where every
 # value of the layer's w13 and w2 is one (a bfloat16 checkpoint's, which SGLang widens to the engine's float32), read

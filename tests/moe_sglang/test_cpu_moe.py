@@ -90,6 +90,7 @@ def test_uncovered_cases_go_to_sglang(plan):
     ("gemm", "candidates"),
     [
         ("tuned", FORMS),
+        ("walks", FORMS[: FORMS.index("stream_amx")]),  # the AMX forms left out
         ("lockstep", ("linear", "weight_major", "stream")),
         ("torch", ("linear", "weight_major")),
         ("unfused", FORMS),

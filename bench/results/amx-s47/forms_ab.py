@@ -8,7 +8,6 @@ passes, 3 repetitions. Prints a table and writes forms_ab.json beside this file.
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import torch
