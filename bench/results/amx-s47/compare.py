@@ -35,7 +35,11 @@ for drafter in ("ngram", "standalone"):
                     entry[f"{run}/{policy}"] = [round(row[k], 2) for k in ("tpot_ms", "tpot_ms_min", "tpot_ms_max")]
                     entry[f"{run}/{policy}/none"] = round(row["tpot_ms"] / none, 3)
             table.append(entry)
-header = ["cell"] + [f"{run} {p}" for run in RUNS for p in POLICIES] + [f"{run} {p}/none" for run in RUNS for p in POLICIES[1:]]
+header = (
+    ["cell"]
+    + [f"{run} {p}" for run in RUNS for p in POLICIES]
+    + [f"{run} {p}/none" for run in RUNS for p in POLICIES[1:]]
+)
 print(" | ".join(header))
 for e in table:
     name = f"{e['drafter']} {e['prompts']} b{e['batch']}"
