@@ -11,7 +11,7 @@ Measured on a 2-core AMD EPYC (AVX-512, no AMX; MKL, 1 thread, moe-fine x48's ex
     same, m = 1 as two rows: 1.48
     w2: F.linear is the faster (0.78 at m = 1, ~bandwidth).
 
-The same product in seven forms (`FORMS`):
+The same product in nine forms (`FORMS`):
     linear        F.linear(x, w): the reference
     weight_major  (w @ x.T).T: BLAS sees the weight as the left operand; a single row is doubled first (the
                   two-column product ran at twice the speed of the one-row one above)
@@ -23,6 +23,11 @@ The same product in seven forms (`FORMS`):
                   w13 at 1 row read 10.4 GB/s as `stream` and 28.4 as `stream_seq`, w2 21.5 and 27.4 as
                   `stream_l2_near`; on one with AVX2 only both read ~17 GB/s as `stream_seq_hw`, 12-14 as
                   `stream_seq`
+    stream_amx, stream_amx_pf
+                  for bfloat16 weights on a CPU with AMX (stream_gemm.amx_ready): the weight as AMX tiles, the
+                  float32 rows split into three exact bfloat16 parts (csrc/amx_gemm.cpp), with the hardware
+                  prefetchers alone / a software prefetch into L2; on a 2-core Intel Xeon with AMX, x48's w13 at 8
+                  rows read 17.9 GB/s where the best walk read 9.8 (bench/results/amx-s47)
 Which form wins depends on the CPU, its BLAS and the shape, so nothing is assumed: `GemmPlan.tune` times every form
 available here on the weights themselves (best of interleaved repeats) for each row count up to `max_rows` and keeps
 the fastest; larger products use `linear`. The forms compute the same sums in different orders, so results agree to
@@ -126,6 +131,8 @@ class GemmPlan:
         """x [m, in] @ w [out, in].T in the planned form (x float32, 2-D, contiguous rows expected; w float32, or
         bfloat16 that the stream forms read as it is and torch's get widened to float32)."""
         form = self.form(w.shape[0], w.shape[1], x.shape[0])
+        if form in AMX_FORMS and w.dtype != torch.bfloat16:
+            form = "stream"  # forms are kept per shape: a float32 weight shaped like bfloat16 ones takes the first walk
         if w.dtype == torch.bfloat16 and (form not in STREAM_FORMS or x.shape[0] > stream_gemm.MAX_ROWS):
             return _FORM_FN[form](x, w.to(torch.float32))
         return _FORM_FN[form](x, w)

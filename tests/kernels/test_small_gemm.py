@@ -37,6 +37,15 @@ def test_weight_major_is_the_product(rows, out_features, in_features):
         torch.testing.assert_close(stream(x, w), x @ w.t(), rtol=1e-5, atol=1e-4)
 
 
+def test_a_float32_weight_shaped_like_bfloat16_ones_takes_the_first_walk():
+    """Forms are kept per shape: where the plan chose an AMX form for a shape (its bfloat16 weights), a float32 weight
+    of that shape is multiplied by the first walk."""
+    plan = GemmPlan(max_rows=2)
+    plan.forms.update({(24, 16, 1): "stream_amx", (24, 16, 2): "stream_amx_pf"})
+    x, w = torch.randn(2, 16), torch.randn(24, 16)
+    assert torch.equal(plan.mm(x, w), stream(x, w))
+
+
 def test_an_untuned_plan_is_the_reference():
     x, w = torch.randn(3, 16), torch.randn(24, 16)
     plan = GemmPlan()

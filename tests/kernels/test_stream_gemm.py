@@ -205,6 +205,19 @@ def test_stream_moe_multiplies_bfloat16_weights_as_their_float32_values(isa):
         assert torch.equal(got, stream_gemm.stream_moe(x[:tokens], w13.float(), w2.float(), *args)), tokens
 
 
+def test_float32_experts_given_an_amx_form_take_the_first_walk():
+    """A plan keys its forms by shape: float32 experts shaped like bfloat16 ones it gave AMX forms (a STANDALONE
+    Mixtral draft beside its target) are multiplied by the first walk, the same bits as given it directly."""
+    g = torch.Generator().manual_seed(11)
+    w13, w2 = torch.randn(3, 2 * 24, 40, generator=g) / 4, torch.randn(3, 40, 24, generator=g) / 4
+    x = torch.randn(9, 40, generator=g)
+    ids, weights = _routing(9, 3, 2, seed=4)
+    amx = [AMX_FORMS[m % 2] for m in range(stream_gemm.MAX_ROWS)]
+    got = stream_gemm.stream_moe(x, w13, w2, ids, weights, amx, amx)
+    first = [0] * stream_gemm.MAX_ROWS
+    assert torch.equal(got, stream_gemm.stream_moe(x, w13, w2, ids, weights, first, first))
+
+
 @pytest.mark.parametrize("tokens", [30, 120])  # hits of 17-32 rows; past 32
 def test_bfloat16_experts_past_the_plans_rows_are_multiplied_in_pieces(tokens):
     """A plan of walks only (a bfloat16 weight's) and expert hits of more than 16 rows: up to 32 rows the walks run

@@ -260,8 +260,10 @@ void stream_walks(const float* x, const W* w, float* y, int64_t m, int64_t in, i
 
 void stream_product(const float* x, const float* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
                     Kernel kernel) {
-  TORCH_CHECK(!is_amx(kind), "stream_gemm: the AMX forms multiply bfloat16 weights only");
-  stream_walks(x, w, y, m, in, out, kind, kernel);
+  // A plan keys its forms by shape, not dtype: where a float32 weight has the shape of bfloat16 ones the plan gave an
+  // AMX form (a STANDALONE Mixtral draft beside its target, say), it gets the first walk (stream_linear, which takes
+  // the form from its caller, refuses instead)
+  stream_walks(x, w, y, m, in, out, is_amx(kind) ? int64_t{kLockstep} : kind, kernel);
 }
 
 void stream_product(const float* x, const uint16_t* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind,
@@ -410,6 +412,8 @@ torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10:
   TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
   TORCH_CHECK(kind >= 0 && kind < kKinds, "stream_linear: unknown kind ", kind, " (0..", kKinds - 1, ")");
   check_isa(isa, "stream_linear");
+  TORCH_CHECK(!is_amx(kind) || w.scalar_type() == torch::kBFloat16,
+              "stream_linear: the AMX forms multiply bfloat16 weights only");
   const auto xc = x.contiguous();
   const auto wc = w.contiguous();
   auto y = torch::empty({xc.size(0), wc.size(0)}, xc.options());
