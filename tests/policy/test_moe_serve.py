@@ -1018,3 +1018,53 @@ def test_state_of_requests_that_left_is_forgotten():
         kept.add("gone0") if isinstance(kept, set) else kept.__setitem__("gone0", 1)
     policy.decide(batch(2))
     assert all("gone0" not in getattr(policy, name) for name in PER_REQUEST)
+
+
+def test_every_depth_is_priced(monkeypatch):
+    """J need not fall steadily with the draft depth (a verify's first tokens wake the most fresh experts): depths 1
+    and 2 above K = 0 and depth 3 below it, the allocation finds depth 3 (it stopped after two depths without
+    improvement before)."""
+    from service.policy import moe_serve_allocate
+
+    policy = trained(2, 0.7, k_max=4)
+    view = batch(2)
+    probs, caps = [[0.7] * 4] * 2, [4, 4]
+    plain = policy._objective([0, 0], moe_serve_allocate.chains_of(probs, caps), float("inf"), True, view)
+    factor = {1: 1.1, 2: 1.2, 3: 0.8, 4: 0.9}
+    monkeypatch.setattr(
+        moe_serve_allocate,
+        "eliminate",
+        lambda model, budget, chains, ks, *rest: (ks, (plain[0], plain[1] * factor[max(ks)])),
+    )
+    assert policy.allocate(probs, caps, float("inf"), drafting=True, layout=view) == [3, 3]
+
+
+def test_an_uncalibrated_bucket_scouts_its_speculative_cost(monkeypatch):
+    """Where the allocation keeps a step plain and the batch size's speculative steps are not calibrated, it is
+    priced again with them at the bucket's plain ratio (StepTimeModel.scouting); once calibrated, not."""
+    policy = trained(8, 0.7)
+    seen = []
+
+    def allocate(probs, caps, cap_s, drafting, layout=None, model=None):
+        seen.append(model is not None and model._scout)
+        return [2] * len(caps) if seen[-1] else [0] * len(caps)
+
+    monkeypatch.setattr(policy, "allocate", allocate)
+    assert [r.k for r in policy.decide(batch(8)).requests] == [2] * 8 and seen == [False, True]
+    seen.clear()
+    monkeypatch.setattr(policy.model, "calibrated", lambda requests: True)
+    assert [r.k for r in policy.decide(batch(8)).requests] == [0] * 8 and seen == [False]
+
+
+def test_a_scout_prices_uncalibrated_speculative_steps_at_the_plain_ratio():
+    from types import SimpleNamespace
+
+    from service.policy.expert_routing import batch_bucket
+
+    policy = trained(8, 0.7)
+    model = policy.model
+    model._plain_calibration[batch_bucket(8)] = SimpleNamespace(ratio=0.6, measured=True)
+    assert not model.calibrated(8)
+    assert model._scale(40, 8, 4, None) == 1.0  # the fit alone: a plain ratio below 1 says nothing of a verify's
+    assert model.scouting()._scale(40, 8, 4, None) == pytest.approx(0.6)
+    assert model.scouting()._scale(8, 8, 0, None) == model._scale(8, 8, 0, None) == pytest.approx(0.6)
