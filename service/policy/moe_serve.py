@@ -92,9 +92,8 @@
            the group's hoped gain and the others' judgements would pay were every draft accepted (`scout`); the
            others are weighed again the next step, at the hoped-for rate raised to what any request of the batch
            measured (`batch_hope`, an optimistic bound as for rejudging; only raised, since requests decoding
-           together need not be alike). Costs are scouted too: while a batch size's speculative steps are not
-           calibrated, a step kept plain is priced again at the optimistic end of their price (StepTimeModel.scouting)
-           and speculates where that pays, so that a few steps measure what nothing else can.
+           together need not be alike). Costs are scouted too: a plain step of drafts in hand whose batch size has not
+           calibrated speculative steps is priced again at their optimistic end (StepTimeModel.scouting).
   resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
            engine keeps it at K = 0 without showing it to a policy as a request that may draft, and a batch of
            resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0
@@ -286,7 +285,8 @@ class MoeServePolicy:
         chosen = [0] * len(caps)
         if any(c > 0 and p[0] > 0.0 for p, c in zip(probs, caps, strict=True)):
             chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
-            if not any(chosen) and not self.model.calibrated(len(reqs)):  # scouting (docstring)
+            in_hand = len(reqs) > 1 and all(r.draft_depth is not None for r in reqs)
+            if in_hand and not any(chosen) and not self.model.calibrated(len(reqs)):  # scouting (docstring)
                 scout = self._priced_for(reqs).scouting()
                 chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch, model=scout)
         ks = list(chosen)

@@ -1020,14 +1020,20 @@ def test_state_of_requests_that_left_is_forgotten():
     assert all("gone0" not in getattr(policy, name) for name in PER_REQUEST)
 
 
-def test_every_depth_is_priced(monkeypatch):
+def in_hand(view: BatchView, depth: int) -> BatchView:
+    """`view` with every request's draft in hand (NGRAM), `depth` deep."""
+    return replace(view, requests=tuple(replace(r, draft_depth=depth) for r in view.requests))
+
+
+@pytest.mark.parametrize("drafts_in_hand", [True, False])
+def test_every_depth_is_priced_where_drafts_are_in_hand(monkeypatch, drafts_in_hand):
     """J need not fall steadily with the draft depth (a verify's first tokens wake the most fresh experts): depths 1
-    and 2 above K = 0 and depth 3 below it, the allocation finds depth 3 (it stopped after two depths without
-    improvement before)."""
+    and 2 above K = 0 and depth 3 below it, the allocation finds depth 3 where every draft is in hand (NGRAM), and
+    stops after two depths without improvement where drafting costs (STANDALONE)."""
     from service.policy import moe_serve_allocate
 
     policy = trained(2, 0.7, k_max=4)
-    view = batch(2)
+    view = in_hand(batch(2), 4) if drafts_in_hand else batch(2)
     probs, caps = [[0.7] * 4] * 2, [4, 4]
     plain = policy._objective([0, 0], moe_serve_allocate.chains_of(probs, caps), float("inf"), True, view)
     factor = {1: 1.1, 2: 1.2, 3: 0.8, 4: 0.9}
@@ -1036,13 +1042,15 @@ def test_every_depth_is_priced(monkeypatch):
         "eliminate",
         lambda model, budget, chains, ks, *rest: (ks, (plain[0], plain[1] * factor[max(ks)])),
     )
-    assert policy.allocate(probs, caps, float("inf"), drafting=True, layout=view) == [3, 3]
+    chosen = policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)
+    assert chosen == ([3, 3] if drafts_in_hand else [0, 0])
 
 
 def test_an_uncalibrated_bucket_scouts_its_speculative_cost(monkeypatch):
-    """Where the allocation keeps a step plain and the batch size's speculative steps are not calibrated, it is
-    priced again with them at the bucket's plain ratio (StepTimeModel.scouting); once calibrated, not."""
-    policy = trained(8, 0.7)
+    """Where the allocation keeps a step of drafts in hand plain and the batch size's speculative steps are not
+    calibrated, it is priced again with them at the bucket's plain ratio (StepTimeModel.scouting); once calibrated,
+    not; nor where drafting costs."""
+    policy = trained(8, 0.7, judged_first=False)
     seen = []
 
     def allocate(probs, caps, cap_s, drafting, layout=None, model=None):
@@ -1050,10 +1058,14 @@ def test_an_uncalibrated_bucket_scouts_its_speculative_cost(monkeypatch):
         return [2] * len(caps) if seen[-1] else [0] * len(caps)
 
     monkeypatch.setattr(policy, "allocate", allocate)
-    assert [r.k for r in policy.decide(batch(8)).requests] == [2] * 8 and seen == [False, True]
+    view = in_hand(batch(8), 4)
+    assert [r.k for r in policy.decide(view).requests] == [2] * 8 and seen == [False, True]
+    seen.clear()
+    assert all(r.k == 0 for r in policy.decide(batch(8)).requests)
+    assert True not in seen  # drafting costs (STANDALONE): no scout
     seen.clear()
     monkeypatch.setattr(policy.model, "calibrated", lambda requests: True)
-    assert [r.k for r in policy.decide(batch(8)).requests] == [0] * 8 and seen == [False]
+    assert [r.k for r in policy.decide(view).requests] == [0] * 8 and seen == [False]
 
 
 def test_a_scout_prices_uncalibrated_speculative_steps_at_the_plain_ratio():
