@@ -30,8 +30,8 @@ On the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) it also:
    tuned on the weights at the first forward, our stream kernel's walks among the forms (cpu_moe.py), and the dense
    layers' and lm_head's products at up to 8 rows the same way (cpu_dense.py; setting `cpu_gemm=experts` leaves
    the dense products to SGLang, `cpu_gemm=lockstep` keeps the kernel's first walk only for the experts,
-   `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=walks` leaves its AMX forms out, `cpu_gemm=linear` keeps SGLang's, `cpu_gemm=unfused` multiplies the experts
-   one by one from Python); the forms timed once per machine and kept on disk for later engines
+   `cpu_gemm=torch` leaves the kernel out, `cpu_gemm=walks` leaves its AMX forms out, `cpu_gemm=linear` keeps
+   SGLang's, `cpu_gemm=unfused` multiplies the experts one by one from Python); the forms timed once per machine and kept on disk for later engines
    (service/kernels/plan_cache.py; setting `gemm_plan=tune` times them at every start);
 8. rotates queries and keys (NeoX rope) with tables made once per step, bit-identical to SGLang's (cpu_rope.py);
 9. replaces Qwen2-MoE's shared-expert gate (a Triton kernel with no CPU branch) with its torch version;
