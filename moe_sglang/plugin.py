@@ -101,7 +101,7 @@ def _load_cpu() -> None:
     from sglang.srt.runtime_context import override_platform
 
     from moe_sglang import cpu_attention, cpu_dense, cpu_moe, cpu_rope, process_start, sampled_verify, target_forward
-    from moe_sglang.settings import EngineSettings
+    from moe_sglang.settings import PLANNED_DENSE, EngineSettings
     from moe_sglang.touchpoints import hook
     from service.kernels import shared_expert_gate
     from service.kernels.plan_cache import PlanCache, set_engine_cache
@@ -113,11 +113,11 @@ def _load_cpu() -> None:
     cpu_attention.register()
     if settings.cpu_gemm != "linear":
         cpu_moe.install(settings.cpu_gemm, settings.expert_weights)
-    if settings.cpu_gemm in ("tuned", "walks", "unfused"):
+    if settings.cpu_gemm in PLANNED_DENSE:
         cpu_dense.install()
     cpu_rope.install()
     if settings.target_forward != "sglang":
-        planned = settings.cpu_gemm in ("tuned", "walks", "unfused")
+        planned = settings.cpu_gemm in PLANNED_DENSE
         dense = cpu_dense.product if planned else None
         kinds = None if settings.target_forward == "torch-ops" else cpu_dense.kinds if planned else _linear_kinds
         target_forward.install(dense, inline_moe=settings.target_forward in ("direct", "torch-ops"), kinds=kinds)

@@ -39,6 +39,7 @@ CPU_ATTENTION = ("fused", "batched", "loop")
 # Python (small_gemm.moe_experts_python) instead of in one call of the kernel's library (stream_gemm.stream_moe).
 # All but the first are kept for comparisons.
 CPU_GEMM = ("tuned", "walks", "experts", "lockstep", "torch", "linear", "unfused")
+PLANNED_DENSE = ("tuned", "walks", "unfused")  # the settings whose dense products are planned too (cpu_dense.py)
 
 # How the CPU engine keeps a MoE layer's expert weights (moe_sglang/cpu_moe.py): bf16-exact = as bfloat16 where every
 # value of the layer's w13 and w2 is one (a bfloat16 checkpoint's, which SGLang widens to the engine's float32), read

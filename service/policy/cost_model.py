@@ -133,9 +133,7 @@ class StepTimeModel:
         target's own next token routing with its predecessor (no fresh experts): what a probe hopes for (moe_serve's
         probe gate), optimistic so that speculation where drafts are accepted gets measured at all. For predictions
         only: it shares this model's measured rows."""
-        out = copy.copy(self)
-        out._hope = True
-        return out
+        return self._variant(_hope=True)
 
     def reusing(self, fresh_accepted: float) -> StepTimeModel:
         """This model, except that an accepted draft is priced at `fresh_accepted` fresh routings: what the requests'
@@ -143,9 +141,7 @@ class StepTimeModel:
         expert reuse), in place of the split fitted over every request of the bucket, whose accepted drafts route
         differently (on the CPU engine's moe-fine x48 at batch 1, code's accepted drafts 4 fresh experts per layer,
         prose's 0-1). For predictions only: it shares this model's measured rows."""
-        out = copy.copy(self)
-        out._fresh_accepted = min(max(fresh_accepted, 0.0), 1.0)
-        return out
+        return self._variant(_fresh_accepted=min(max(fresh_accepted, 0.0), 1.0))
 
     def owning(self, ratio: float) -> StepTimeModel:
         """This model, except that its speculative steps are priced `ratio` times what it predicts (plain steps as
@@ -157,25 +153,22 @@ class StepTimeModel:
         steps (its accepted drafts routed to the experts of the token before them), and after one rejection it
         decoded plain at p ~ 0.7. A ratio below 1 never prices a speculative step under a plain one
         (`_plain_price`). For predictions only: it shares this model's measured rows."""
-        out = copy.copy(self)
-        out._own_ratio = ratio
-        return out
+        return self._variant(_own_ratio=ratio)
 
     def scouting(self) -> StepTimeModel:
-        """This model, except that a bucket whose speculative steps are not calibrated yet prices them by its plain
-        steps' ratio even below 1: the optimistic end of what they may cost, where the fit alone is the pessimistic
-        one (module docstring, calibration). Which end is right depends on the machine: on an AMD EPYC with AVX-512
-        a batch-8 verify ran ~1.17x the fit, on an Intel Xeon with AMX tiles (bfloat16 experts, forty-seventh
-        session) eight requests' four-draft NGRAM verifies took 69-75 ms where the fit, learnt on batch-1 steps,
-        priced them at 121 and the plain ratio (0.62) at 75. Only measuring tells: what a cost scout prices
-        (moe_serve.py's docstring, scouting). For predictions only: it shares this model's measured rows."""
+        """This model, except that an uncalibrated bucket's speculative steps are priced by its plain ratio even below
+        1, the optimistic end of their price (AMD EPYC, batch 8: ~1.17x the fit; Xeon with AMX tiles: eight four-draft
+        NGRAM verifies 69-75 ms, the batch-1 fit 121, the plain ratio 0.62 gives 75): moe-serve's cost scout."""
+        return self._variant(_scout=True)
+
+    def _variant(self, **changes) -> StepTimeModel:
+        """A shallow copy with `changes` set (the prediction variants above share this model's measured rows)."""
         out = copy.copy(self)
-        out._scout = True
+        out.__dict__.update(changes)
         return out
 
     def calibrated(self, requests: int) -> bool:
-        """Whether this batch size's bucket has measured enough speculative steps to price them by their own ratio
-        (`_scale`)."""
+        """Whether this batch size's bucket prices speculative steps by their own measured ratio (`_scale`)."""
         found = self._calibration.get(batch_bucket(requests))
         return found is not None and found.measured
 
@@ -265,9 +258,9 @@ class StepTimeModel:
             return found.ratio_for(draft_steps, share) * self._own_ratio
         plain = self._plain_calibration.get(bucket)
         plain_ratio = 1.0 if plain is None else plain.ratio
-        if tokens <= requests or self._scout:
-            return plain_ratio * (1.0 if tokens <= requests else self._own_ratio)
-        return max(plain_ratio, 1.0) * self._own_ratio
+        if tokens <= requests:
+            return plain_ratio
+        return (plain_ratio if self._scout else max(plain_ratio, 1.0)) * self._own_ratio
 
     def calibration_due(self) -> bool:
         """Whether a batch-size bucket has just measured enough speculative (or plain) steps to be calibrated

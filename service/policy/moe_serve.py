@@ -144,7 +144,7 @@ from service.policy.moe_serve_probe import (
     rests,
     scout,
 )
-from service.policy.moe_serve_terms import life_cap
+from service.policy.moe_serve_terms import drafts_in_hand, life_cap
 from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
 from service.policy.step_coefficients import MoeShape, StepCoefficients
@@ -285,8 +285,8 @@ class MoeServePolicy:
         chosen = [0] * len(caps)
         if any(c > 0 and p[0] > 0.0 for p, c in zip(probs, caps, strict=True)):
             chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)
-            in_hand = len(reqs) > 1 and all(r.draft_depth is not None for r in reqs)
-            if in_hand and not any(chosen) and not self.model.calibrated(len(reqs)):  # scouting (docstring)
+            scout_due = len(reqs) > 1 and not any(chosen) and not self.model.calibrated(len(reqs))
+            if scout_due and drafts_in_hand(reqs):  # scouting (docstring)
                 scout = self._priced_for(reqs).scouting()
                 chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch, model=scout)
         ks = list(chosen)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from service.policy.cost_model import StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
-from service.policy.moe_serve_terms import amortized, chain, sort_key
+from service.policy.moe_serve_terms import amortized, chain, drafts_in_hand, sort_key
 from service.policy.types import BatchView
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def allocate(
     if not drafting:
         ks, key = eliminate(model, self.expert_budget, chains, list(caps), cap_s, drafting, backlogs)
         return ks if better(ks, key) else best_ks
-    in_hand = layout is not None and all(r.draft_depth is not None for r in layout.requests)
+    in_hand = layout is not None and drafts_in_hand(layout.requests)
     stale = 0  # depths in a row that did not beat the best
     for depth in range(1, max(caps, default=0) + 1):
         ks, key = eliminate(model, self.expert_budget, chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs)
