@@ -14,20 +14,33 @@ Only models whose forward it reproduces (to float rounding: the products' forms 
 says why not otherwise, and the drafter then keeps SGLang's runner): a Llama-shaped dense decoder (SGLang's
 LlamaForCausalLM and the classes that subclass it, e.g. Mistral) with unquantized weights, no biases, SiLU gating,
 full-head NeoX rope from a plain cos/sin cache, a float32 MHA KV pool without scales, on CPU. The weights are
-SGLang's own loaded tensors (no copy).
+SGLang's own loaded tensors (no copy), and where they are all bfloat16 values (a bfloat16 checkpoint's, which
+SGLang widens to float32) a bfloat16 copy of the MLP and LM head weights (`narrow`), which the stream forms of the
+products read at half the bytes for forwards of up to small_gemm.MAX_ROWS rows (the LM head alone is 6.3 MB in float32
+on moe-fine's draft, more than half of what a forward reads).
+
+A forward of one token per request (a chain's drafting steps, a catch-up of one token) runs each attention sublayer
+as one call of the C++ decode op (service/kernels/decode_attention.py, the target's decode op; `attention_op`): the
+sublayer is a few microseconds of arithmetic at such rows and ~45 torch ops when spelled out. One-token forward of
+moe-fine's draft after 100 tokens, one thread, median of 200 (scratch, 2-core AMD EPYC with AVX-512, 2026-12-01):
+1.6-1.9 ms in torch ops, 0.7-1.0 ms with the op; earlier an end-to-end A/B of the op alone (34th session, 4 rounds
+of static K = 3 on x48) read within its 0.96-1.12 spread, and the path was dropped then; the step log's draft time
+per forward (bench/results/draft-forward-s48) is what brought it back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
 
+from moe_sglang.cpu_moe import exact_bf16
 from moe_sglang.direct_layers import AttentionDims, RaggedBatch, ragged_attention, rms_norm
+from service.kernels import decode_attention, stream_gemm
 from service.kernels.rope import neox_tables
-from service.kernels.small_gemm import GemmPlan
+from service.kernels.small_gemm import MAX_ROWS, GemmPlan
 
 
 @dataclass(frozen=True)
@@ -56,10 +69,34 @@ class DirectDraft:
     kv_pool: Callable[[], object]  # the draft's KV pool now (get_key_buffer / get_value_buffer(layer_id) -> [slots,
     # kv_heads, D]), asked at every forward: SGLang may replace a runner's pool after start (post-capture resizing)
     plan: GemmPlan = field(default_factory=GemmPlan)  # each product's form per row count (default: F.linear)
+    # the layers and LM head with bfloat16 MLP and LM head weights (every value exact), for forwards of at most
+    # MAX_ROWS rows; None: float32 only (`narrowed`)
+    narrow: tuple[tuple[DraftLayer, ...], torch.Tensor] | None = None
+    attention_op: bool = False  # a one-token-per-request forward's attention sublayers by the C++ decode op
+
+    def narrowed(self) -> DirectDraft:
+        """This forward with `narrow` set where every MLP and LM head weight is a bfloat16 value and the stream
+        forms can read bfloat16 (the plan tuned for them too), else itself unchanged."""
+        if not stream_gemm.load():  # the stream forms are what read bfloat16 weights
+            return self
+        layers = []
+        for layer in self.layers:
+            gate_up, down = exact_bf16(layer.gate_up.detach()), exact_bf16(layer.down.detach())
+            if gate_up is None or down is None:
+                return self
+            layers.append(replace(layer, gate_up=gate_up, down=down))
+        lm_head = exact_bf16(self.lm_head.detach())
+        if lm_head is None:
+            return self
+        narrow = [w for layer in layers for w in (layer.gate_up, layer.down)] + [lm_head]
+        self.plan.tune(narrow, inputs=torch.float32)
+        return replace(self, narrow=(tuple(layers), lm_head))
 
     @classmethod
-    def of(cls, runner) -> tuple[DirectDraft | None, str]:
-        """The direct forward of SGLang's draft ModelRunner, or (None, why it cannot reproduce that model)."""
+    def of(cls, runner, ops: bool = True) -> tuple[DirectDraft | None, str]:
+        """The direct forward of SGLang's draft ModelRunner, or (None, why it cannot reproduce that model); `ops`:
+        with the C++ decode attention op for one-token forwards and bfloat16-exact MLP and LM head weights where
+        they apply (off: torch ops and float32 weights only, for comparisons)."""
         from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod
         from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
         from sglang.srt.models.llama import LlamaForCausalLM
@@ -106,23 +143,22 @@ class DirectDraft:
             )
         first = inner.layers[0].self_attn
         weights = [w for layer in layers for w in (layer.qkv, layer.o, layer.gate_up, layer.down)] + [lm_head]
-        return (
-            cls(
-                embed=inner.embed_tokens.weight,
-                layers=tuple(layers),
-                norm=inner.norm.weight,
-                lm_head=lm_head,
-                vocab=model.config.vocab_size,
-                heads=first.num_heads,
-                kv_heads=first.num_kv_heads,
-                head_dim=first.head_dim,
-                eps=inner.norm.variance_epsilon,
-                cos_sin_cache=first.rotary_emb.cos_sin_cache,
-                kv_pool=lambda: runner.token_to_kv_pool,
-                plan=GemmPlan().tune(weights),
-            ),
-            "",
+        direct = cls(
+            embed=inner.embed_tokens.weight,
+            layers=tuple(layers),
+            norm=inner.norm.weight,
+            lm_head=lm_head,
+            vocab=model.config.vocab_size,
+            heads=first.num_heads,
+            kv_heads=first.num_kv_heads,
+            head_dim=first.head_dim,
+            eps=inner.norm.variance_epsilon,
+            cos_sin_cache=first.rotary_emb.cos_sin_cache,
+            kv_pool=lambda: runner.token_to_kv_pool,
+            plan=GemmPlan().tune(weights),
+            attention_op=ops and decode_attention.available() and first.rotary_emb.cos_sin_cache.dtype == torch.float32,
         )
+        return (direct.narrowed() if ops else direct), ""
 
     @torch.inference_mode()
     def logits(
@@ -147,6 +183,13 @@ class DirectDraft:
     def _logits(
         self, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows
     ):
+        layers, lm_head = self.layers, self.lm_head
+        if self.narrow is not None and len(tokens) <= MAX_ROWS:
+            layers, lm_head = self.narrow
+        if self.attention_op and max(ext_lens) == 1 and req_to_token.dtype == torch.int32:
+            return self._one_token_logits(
+                layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, logit_rows
+            )
         mm = self.plan.mm
         ext = torch.as_tensor(ext_lens, dtype=torch.int64)
         rows = RaggedBatch(
@@ -157,9 +200,32 @@ class DirectDraft:
         dims = AttentionDims(self.heads, self.kv_heads, self.head_dim)
         h = self.embed[tokens]
         pool = self.kv_pool()
-        for layer in self.layers:
+        for layer in layers:
             x = rms_norm(h, layer.input_norm, self.eps)
             h = h + ragged_attention(x, layer.qkv, layer.o, layer.layer_id, pool, rows, dims, cos, sin, mm)
-            gate, up = mm(rms_norm(h, layer.post_norm, self.eps), layer.gate_up).chunk(2, dim=-1)
-            h = h + mm(F.silu(gate) * up, layer.down)
-        return mm(rms_norm(h[logit_rows], self.norm, self.eps), self.lm_head)[:, : self.vocab]
+            h = self._mlp(layer, h)
+        return mm(rms_norm(h[logit_rows], self.norm, self.eps), lm_head)[:, : self.vocab]
+
+    def _one_token_logits(
+        self, layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, logit_rows
+    ):
+        """_logits where every request has one token: its attention sublayers by the C++ decode op (a request's
+        one token sees its committed slots and itself, the mask's only entry)."""
+        plan = self.plan
+        seq_lens = torch.as_tensor(prefix_lens, dtype=torch.int64) + 1
+        h = self.embed[tokens]
+        pool = self.kv_pool()
+        for layer in layers:
+            h = decode_attention.decode_attention(
+                h, layer.input_norm, self.eps, layer.qkv, layer.o, self.cos_sin_cache, positions,
+                pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), out_cache_loc,
+                req_to_token, pool_rows, seq_lens, self.heads, self.kv_heads, self.head_dim**-0.5,
+                plan.kinds(*layer.qkv.shape), plan.kinds(*layer.o.shape),
+            )  # fmt: skip
+            h = self._mlp(layer, h)
+        return plan.mm(rms_norm(h[logit_rows], self.norm, self.eps), lm_head)[:, : self.vocab]
+
+    def _mlp(self, layer: DraftLayer, h: torch.Tensor) -> torch.Tensor:
+        """h + the gated MLP sublayer's output."""
+        gate, up = self.plan.mm(rms_norm(h, layer.post_norm, self.eps), layer.gate_up).chunk(2, dim=-1)
+        return h + self.plan.mm(F.silu(gate) * up, layer.down)

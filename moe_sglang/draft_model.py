@@ -159,10 +159,17 @@ class DraftModelDrafter:
         return _Part(start, tokens, positions, positions, np.tril(np.ones((len(tokens),) * 2, dtype=bool)))
 
     def _grow(self, batch, drafting: list[DraftRequest]) -> None:
-        """One more depth: run each frontier's paths, expand the frontier with the draft's next tokens."""
+        """One more depth: run each frontier's paths (a chain's newest node alone: the nodes above it were run at
+        their own positions by the forwards before, `_chain_part`), expand the frontier with the draft's next
+        tokens."""
         parts, frontier_rows = [], []
         offset = 0
         for r in drafting:
+            if self.topk == 1:
+                parts.append(_chain_part(r))
+                frontier_rows.append([offset])
+                offset += 1
+                continue
             nodes = r.tree.frontier_paths()
             index = {node: j for j, node in enumerate(nodes)}
             mask = np.zeros((len(nodes), len(nodes)), dtype=bool)
@@ -227,6 +234,16 @@ class _Part:
     positions: list[int]  # position of each token
     slot_positions: list[int]  # req_to_token column whose KV slot each token's draft KV is written to
     mask: np.ndarray  # [len, len] bool: token j sees token k (ancestors and itself)
+
+
+def _chain_part(r: DraftRequest) -> _Part:
+    """A chain's frontier node at depth d alone, at position seq_len + d and that position's slot, after the root and
+    nodes 1..d-1 in the draft cache (the catch-up and the grows before wrote them there). Running the whole path
+    instead re-ran d - 1 tokens a depth: a chain's later forwards were not one token per request, so they missed the
+    decode attention op (draft_forward.py), and ran more rows."""
+    node = r.tree.frontier[0]
+    at = r.seq_len + r.tree.nodes[node].depth
+    return _Part(at, [r.tree.nodes[node].token], [at], [at], np.ones((1, 1), dtype=bool))
 
 
 class SelectedLogits(torch.nn.Module):

@@ -29,6 +29,7 @@ from moe_sglang.plain_burst import burst_len
 from moe_sglang.settings import EngineSettings
 from moe_sglang.step import SpecRuntime, model_shape
 from moe_sglang.verify import plain_step, verify_step
+from service.kernels.small_gemm import MAX_ROWS
 
 logger = logging.getLogger(__name__)
 
@@ -70,13 +71,17 @@ def worker_class():
 def _direct_draft(settings: EngineSettings, draft_runner) -> DirectDraft | None:
     """The draft model's direct forward (draft_forward.py) where the settings ask for it and it reproduces the model;
     the engine log says which forward the draft runs and, where not the direct one, why."""
-    if settings.draft_forward != "direct":
+    if settings.draft_forward == "sglang":
         return None
-    direct, why = DirectDraft.of(draft_runner)
+    direct, why = DirectDraft.of(draft_runner, ops=settings.draft_forward == "direct")
     if direct is None:
         logger.info("draft model: SGLang's runner (%s)", why)
     else:
-        logger.info("draft model: direct forward over its KV pool (%d layers)", len(direct.layers))
+        logger.info(
+            "draft model: direct forward over its KV pool (%d layers; one-token attention by %s; MLP and LM head "
+            "weights %s)", len(direct.layers), "the decode op" if direct.attention_op else "torch ops",
+            "float32" if direct.narrow is None else f"bfloat16 up to {MAX_ROWS} rows",
+        )  # fmt: skip
     return direct
 
 

@@ -1,13 +1,21 @@
 """moe_sglang/draft_forward.py (the STANDALONE draft model's forward without SGLang's runner) against transformers'
 Llama on the same weights: a catch-up of two prompts together (the padded attention path), a draft tree after a
-cached prefix (siblings that must not see each other), one request alone (the unpadded path), GQA heads, the rows
-asked for only; every token's K/V lands in its own slot of the pool."""
+cached prefix (siblings that must not see each other), one request alone (the unpadded path), one token per request
+(a chain's drafting step: the C++ decode attention op where it is on), GQA heads, the rows asked for only; every
+token's K/V lands in its own slot of the pool; on a model whose weights are bfloat16 values, the same with its MLP and
+LM head read as bfloat16 (`narrowed`)."""
+
+import copy
+import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from moe_sglang import cpu_rope
 from moe_sglang.draft_forward import DirectDraft, DraftLayer
+from service.kernels import stream_gemm
+from service.kernels.small_gemm import MAX_ROWS
 from tests.moe_sglang.direct_fixtures import fused_qkv, nan_pool, spread_weights, two_request_slots
 
 HEADS, KV_HEADS, HEAD_DIM, SLOTS, CONTEXT = 4, 2, 16, 128, 64
@@ -92,8 +100,42 @@ A = [5, 17, 200, 3, 3, 41, 9, 250, 77, 12, 8, 101]
 B = [60, 2, 299, 14, 14, 14, 90]
 
 
-def test_direct_forward_equals_transformers_llama(hf):
-    draft = direct_of(hf)
+@pytest.fixture(scope="module")
+def hf_bf16(hf):
+    """The same model with every weight rounded to bfloat16 (kept float32, as SGLang loads a bfloat16 checkpoint)."""
+    model = copy.deepcopy(hf)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    return model
+
+
+@pytest.mark.parametrize("attention_op", [False, True], ids=["torch-ops", "op"])
+def test_direct_forward_equals_transformers_llama(hf, attention_op):
+    assert not attention_op or stream_gemm.load(), stream_gemm.error()
+    draft = dataclasses.replace(direct_of(hf), attention_op=attention_op)  # one-token forwards by the C++ op or not
+    assert draft.narrowed().narrow is None, "float32 weights that are not bfloat16 values stay float32"
+    check_forwards(draft, hf)
+
+
+@pytest.mark.parametrize("attention_op", [False, True], ids=["torch-ops", "op"])
+def test_bf16_exact_weights_are_read_narrow(hf_bf16, attention_op):
+    assert stream_gemm.load(), stream_gemm.error()
+    draft = dataclasses.replace(direct_of(hf_bf16), attention_op=attention_op).narrowed()
+    layers, lm_head = draft.narrow
+    assert lm_head.dtype == torch.bfloat16 and all(
+        x.gate_up.dtype == x.down.dtype == torch.bfloat16 and x.qkv.dtype == torch.float32 for x in layers
+    )
+    assert torch.equal(lm_head.float(), hf_bf16.lm_head.weight), "the narrow copy holds the same values"
+    read = []  # (rows, weight dtype) of every product
+    planned = draft.plan.mm
+    draft.plan.mm = lambda x, w: read.append((x.shape[0], w.dtype)) or planned(x, w)
+    check_forwards(draft, hf_bf16)
+    assert {d for m, d in read if m > MAX_ROWS} == {torch.float32}, "forwards of more rows read the float32 weights"
+    assert torch.bfloat16 in {d for m, d in read if m <= MAX_ROWS}, "forwards of few rows read the bfloat16 copies"
+
+
+def check_forwards(draft, hf):
     # catch-up of both prompts in one forward (padded: two requests, <= 16 tokens each)
     got = forward(draft, [(0, 0, A, range(len(A)), causal(len(A))), (1, 0, B, range(len(B)), causal(len(B)))])
     torch.testing.assert_close(got[: len(A)], reference(hf, A), atol=1e-4, rtol=1e-4)
@@ -115,3 +157,46 @@ def test_direct_forward_equals_transformers_llama(hf):
     got = forward(draft, [(1, len(B) + 1, [w, w], [len(B) + 1, len(B) + 2], causal(2))], rows=[1])
     assert got.shape == (1, hf.config.vocab_size)
     torch.testing.assert_close(got[0], reference(hf, B + [z, w, w])[-1], atol=1e-4, rtol=1e-4)
+
+    # one token each (a chain's drafting step: the decode attention op where it is on)
+    u, v = 49, 50
+    nb = len(B) + 3
+    got = forward(draft, [(0, n + 1, [u], [n + 1], causal(1)), (1, nb, [v], [nb], causal(1))])
+    torch.testing.assert_close(got[0], reference(hf, A + [x, u])[-1], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[1], reference(hf, B + [z, w, w, v])[-1], atol=1e-4, rtol=1e-4)
+
+
+def greedy(hf, tokens, n):
+    out = []
+    for _ in range(n):
+        out.append(int(reference(hf, tokens + out)[-1].argmax()))
+    return out
+
+
+@pytest.mark.parametrize("attention_op", [False, True], ids=["torch-ops", "op"])
+def test_chain_drafts_are_the_draft_models_greedy_continuation(hf, attention_op):
+    """DraftModelDrafter over the direct forward, chains (topk = 1) of two requests to different depths: the catch-up
+    of each prompt, then one token per request and depth, each after the nodes above it in the draft cache (a read of
+    a slot no forward wrote is NaN, and would change the drafts)."""
+    from moe_sglang.draft_model import DraftModelDrafter
+
+    draft = dataclasses.replace(direct_of(hf), attention_op=attention_op)
+    drafter = DraftModelDrafter(worker=None, topk=1, max_depth=4, stride=5, direct=draft)
+    prompts = [A, B]
+    batch = SimpleNamespace(
+        reqs=[SimpleNamespace(rid=f"r{i}", origin_input_ids=p, output_ids=[]) for i, p in enumerate(prompts)],
+        seq_lens_cpu=torch.tensor([len(p) - 1 for p in prompts]),  # committed: the root (last token) is not
+        seq_lens=torch.tensor([len(p) - 1 for p in prompts]),
+        req_pool_indices=torch.tensor([0, 1]),
+        req_to_token_pool=SimpleNamespace(req_to_token=REQ_TO_TOKEN),
+        device="cpu",
+    )
+    drafter.reset(["r0", "r1"])
+    rows = []  # each forward's tokens per request
+    drafter.direct = SimpleNamespace(logits=lambda *args: rows.append(list(args[6])) or draft.logits(*args))
+    _, drafting, forwards = drafter.draft(batch, [4, 2])
+    assert forwards == 4
+    assert rows == [[len(A), len(B)], [1, 1], [1], [1]], "a chain's later forwards run its newest node alone"
+    for r, depth in zip(drafting, (4, 2), strict=True):
+        chain = [n.token for n in r.tree.nodes[1:]]
+        assert chain == greedy(hf, prompts[r.row], depth), f"request {r.row}"
