@@ -19,9 +19,10 @@ SGLang widens to float32) a bfloat16 copy of the MLP and LM head weights (`narro
 products read at half the bytes for forwards of up to small_gemm.MAX_ROWS rows (the LM head alone is 6.3 MB in float32
 on moe-fine's draft, more than half of what a forward reads).
 
-A forward of one token per request (a chain's drafting steps, a catch-up of one token) runs each attention sublayer
-as one call of the C++ decode op (service/kernels/decode_attention.py, the target's decode op; `attention_op`): the
-sublayer is a few microseconds of arithmetic at such rows and ~45 torch ops when spelled out. One-token forward of
+A forward of one token per request (a chain's drafting steps), or of a chain per request over at most MAX_ROWS
+tokens (a catch-up: `chain`), runs each attention sublayer as one call of the C++ op (service/kernels/
+decode_attention.py's chain_attention, the target decode op's generalisation; `attention_op`): the sublayer is a few
+microseconds of arithmetic at such rows and ~45 torch ops when spelled out. One-token forward of
 moe-fine's draft after 100 tokens, one thread, median of 200 (scratch, 2-core AMD EPYC with AVX-512, 2026-12-01):
 1.6-1.9 ms in torch ops, 0.7-1.0 ms with the op; earlier an end-to-end A/B of the op alone (34th session, 4 rounds
 of static K = 3 on x48) read within its 0.96-1.12 spread, and the path was dropped then; the step log's draft time
@@ -72,7 +73,7 @@ class DirectDraft:
     # the layers and LM head with bfloat16 MLP and LM head weights (every value exact), for forwards of at most
     # MAX_ROWS rows; None: float32 only (`narrowed`)
     narrow: tuple[tuple[DraftLayer, ...], torch.Tensor] | None = None
-    attention_op: bool = False  # a one-token-per-request forward's attention sublayers by the C++ decode op
+    attention_op: bool = False  # a chain forward's attention sublayers by the C++ op (one token per request included)
 
     def narrowed(self) -> DirectDraft:
         """This forward with `narrow` set where every MLP and LM head weight is a bfloat16 value and the stream
@@ -172,24 +173,29 @@ class DirectDraft:
         ext_lens: list[int],  # request b's tokens in `tokens`
         mask: torch.Tensor,  # [sum ext_b^2] bool: request b's [ext_b, ext_b] row-major block, token i sees token j
         logit_rows: torch.Tensor,  # [R] int64, the rows of `tokens` whose logits are returned
+        chain: bool = False,  # every block of `mask` is its lower triangle (each request's tokens a chain)
     ) -> torch.Tensor:
         """Logits [R, vocab] of the draft model at `logit_rows`; every token's K/V is written to its slot. Labelled
         for SGLang's profiler as its draft model's forwards are (`step[DRAFT ...]`, bench.step_profile reads it)."""
         with torch.profiler.record_function(f"step[DRAFT bs={len(ext_lens)} direct]"):
             return self._logits(
-                tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows
-            )
+                tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows,
+                chain,
+            )  # fmt: skip
 
     def _logits(
-        self, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows
-    ):
+        self, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows,
+        chain=False,
+    ):  # fmt: skip
         layers, lm_head = self.layers, self.lm_head
-        if self.narrow is not None and len(tokens) <= MAX_ROWS:
+        few = len(tokens) <= MAX_ROWS
+        if self.narrow is not None and few:
             layers, lm_head = self.narrow
-        if self.attention_op and max(ext_lens) == 1 and req_to_token.dtype == torch.int32:
-            return self._one_token_logits(
-                layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, logit_rows
-            )
+        if self.attention_op and req_to_token.dtype == torch.int32 and (max(ext_lens) == 1 or (chain and few)):
+            return self._op_logits(
+                layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens,
+                logit_rows,
+            )  # fmt: skip
         mm = self.plan.mm
         ext = torch.as_tensor(ext_lens, dtype=torch.int64)
         rows = RaggedBatch(
@@ -206,20 +212,22 @@ class DirectDraft:
             h = self._mlp(layer, h)
         return mm(rms_norm(h[logit_rows], self.norm, self.eps), lm_head)[:, : self.vocab]
 
-    def _one_token_logits(
-        self, layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, logit_rows
-    ):
-        """_logits where every request has one token: its attention sublayers by the C++ decode op (a request's
-        one token sees its committed slots and itself, the mask's only entry)."""
+    def _op_logits(
+        self, layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens,
+        logit_rows,
+    ):  # fmt: skip
+        """_logits where every request's tokens are a chain (one token each included): its attention sublayers by
+        the C++ op (token j of a request sees its committed slots and its tokens 0..j)."""
         plan = self.plan
-        seq_lens = torch.as_tensor(prefix_lens, dtype=torch.int64) + 1
+        prefixes = torch.as_tensor(prefix_lens, dtype=torch.int64)
+        exts = torch.as_tensor(ext_lens, dtype=torch.int64)
         h = self.embed[tokens]
         pool = self.kv_pool()
         for layer in layers:
-            h = decode_attention.decode_attention(
+            h = decode_attention.chain_attention(
                 h, layer.input_norm, self.eps, layer.qkv, layer.o, self.cos_sin_cache, positions,
                 pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), out_cache_loc,
-                req_to_token, pool_rows, seq_lens, self.heads, self.kv_heads, self.head_dim**-0.5,
+                req_to_token, pool_rows, prefixes, exts, self.heads, self.kv_heads, self.head_dim**-0.5,
                 plan.kinds(*layer.qkv.shape), plan.kinds(*layer.o.shape),
             )  # fmt: skip
             h = self._mlp(layer, h)

@@ -156,7 +156,7 @@ class DraftModelDrafter:
         start = min(self.seen.get(req.rid, 0), seq_len)
         positions = list(range(start, seq_len + 1))
         tokens = _tokens(req)[start : seq_len + 1]
-        return _Part(start, tokens, positions, positions, np.tril(np.ones((len(tokens),) * 2, dtype=bool)))
+        return _Part(start, tokens, positions, positions, np.tril(np.ones((len(tokens),) * 2, dtype=bool)), True)
 
     def _grow(self, batch, drafting: list[DraftRequest]) -> None:
         """One more depth: run each frontier's paths (a chain's newest node alone: the nodes above it were run at
@@ -210,7 +210,7 @@ class DraftModelDrafter:
         if self.direct is not None:
             return self.direct.logits(
                 tokens, positions, out_cache_loc, req_to_token, batch.req_pool_indices[rows], prefixes, lens, mask,
-                selected,
+                selected, all(p.chain for p in parts),
             )  # fmt: skip
         spec = NgramVerifyInput(draft_token=tokens, custom_mask=mask, positions=positions, draft_token_num=max(lens))
         spec.ragged_verify_layout = verify_layout(lens, device)
@@ -234,6 +234,7 @@ class _Part:
     positions: list[int]  # position of each token
     slot_positions: list[int]  # req_to_token column whose KV slot each token's draft KV is written to
     mask: np.ndarray  # [len, len] bool: token j sees token k (ancestors and itself)
+    chain: bool = False  # the mask is the lower triangle: token j sees tokens 0..j (DirectDraft.logits' `chain`)
 
 
 def _chain_part(r: DraftRequest) -> _Part:
@@ -243,7 +244,7 @@ def _chain_part(r: DraftRequest) -> _Part:
     decode attention op (draft_forward.py), and ran more rows."""
     node = r.tree.frontier[0]
     at = r.seq_len + r.tree.nodes[node].depth
-    return _Part(at, [r.tree.nodes[node].token], [at], [at], np.ones((1, 1), dtype=bool))
+    return _Part(at, [r.tree.nodes[node].token], [at], [at], np.ones((1, 1), dtype=bool), True)
 
 
 class SelectedLogits(torch.nn.Module):

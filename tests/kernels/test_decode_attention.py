@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from service.kernels import stream_gemm
-from service.kernels.decode_attention import decode_attention, decode_attention_reference
+from service.kernels.decode_attention import (
+    chain_attention,
+    chain_attention_reference,
+    decode_attention,
+    decode_attention_reference,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -119,3 +124,97 @@ def test_bad_input_is_refused_with_the_reason(change, message):
     change(case)
     with pytest.raises(RuntimeError, match=message):
         decode_attention(**case)
+
+
+def _chain_case(exts, heads, kv_heads, dim, hidden=48, context=40, seed=0):
+    """Requests with committed prefixes and chains of `exts` new rows each, slots distinct and in no order; the
+    table does not hold the new rows' slots (their `loc` does)."""
+    g = torch.Generator().manual_seed(seed)
+    batch, rows_total = len(exts), sum(exts)
+    slots = batch * context + 8
+    prefixes = torch.stack([torch.randint(0, context - e + 1, (1,), generator=g)[0] for e in exts])
+    rows = torch.randperm(batch + 3, generator=g)[:batch]
+    req_to_token = torch.full((batch + 3, context), -1, dtype=torch.int32)
+    free = torch.randperm(slots, generator=g)
+    used, loc, positions = 0, [], []
+    for b, e in enumerate(exts):
+        n = int(prefixes[b])
+        req_to_token[rows[b], :n] = free[used : used + n].int()
+        loc += free[used + n : used + n + e].tolist()
+        positions += list(range(n, n + e))
+        used += n + e
+    return dict(
+        h=torch.randn(rows_total, hidden, generator=g),
+        norm_w=torch.rand(hidden, generator=g) + 0.5,
+        eps=1e-5,
+        qkv_w=torch.randn((heads + 2 * kv_heads) * dim, hidden, generator=g) / hidden**0.5,
+        o_w=torch.randn(hidden, heads * dim, generator=g) / (heads * dim) ** 0.5,
+        cos_sin_cache=torch.rand(64, dim, generator=g) * 2 - 1,
+        positions=torch.tensor(positions),
+        k_buffer=torch.randn(slots, kv_heads, dim, generator=g),
+        v_buffer=torch.randn(slots, kv_heads, dim, generator=g),
+        loc=torch.tensor(loc),
+        req_to_token=req_to_token,
+        pool_rows=rows,
+        prefix_lens=prefixes,
+        ext_lens=torch.tensor(exts),
+        heads=heads,
+        kv_heads=kv_heads,
+        scale=dim**-0.5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("exts", "heads", "kv_heads", "dim"),
+    [((1,), 4, 4, 64), ((3, 1, 2), 4, 2, 16), ((5, 4), 6, 1, 10), ((2,), 2, 2, 66)],
+)
+def test_chains_match_the_torch_ops_on_every_isa_and_form(exts, heads, kv_heads, dim):
+    case = _chain_case(exts, heads, kv_heads, dim, seed=sum(exts) * 10 + dim)
+    want = _fresh(case)
+    expected = chain_attention_reference(**want)
+    rows = sum(exts)
+    forms = [(), [stream_gemm.WEIGHT_MAJOR_KIND] * rows] + [[kind] * rows for kind in range(len(stream_gemm.KINDS))]
+    for isa in stream_gemm.supported_isas():
+        for kinds in forms:
+            got = _fresh(case)
+            out = chain_attention(**got, kinds_qkv=kinds, kinds_o=kinds, isa=isa)
+            torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got["k_buffer"], want["k_buffer"], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(got["v_buffer"], want["v_buffer"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_chain_row_sees_the_rows_before_it_not_after():
+    """Changing a request's last row changes only that row's output (and the other requests' not at all)."""
+    case = _chain_case((3, 2), 4, 2, 16, seed=11)
+    base = chain_attention(**_fresh(case))
+    changed = _fresh(case)
+    changed["h"][2] += 1.0  # request 0's last row
+    out = chain_attention(**changed)
+    torch.testing.assert_close(out[:2], base[:2], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(out[3:], base[3:], rtol=1e-6, atol=1e-6)
+    assert not torch.allclose(out[2], base[2])
+
+
+def test_one_row_chains_are_the_decode_op():
+    case = _chain_case((1, 1, 1), 4, 2, 16, seed=13)
+    decode = {k: v for k, v in _fresh(case).items() if k not in ("prefix_lens", "ext_lens")}
+    for b in range(3):  # the decode op's table holds the committed slots, its new token's slot comes from loc
+        decode["req_to_token"][case["pool_rows"][b], case["prefix_lens"][b]] = -1
+    decode["seq_lens"] = case["prefix_lens"] + 1
+    torch.testing.assert_close(chain_attention(**_fresh(case)), decode_attention(**decode), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.update(ext_lens=c["ext_lens"] + 1), "add up to"),
+        (lambda c: c.update(prefix_lens=c["prefix_lens"] + 100), "does not fit a context"),
+        (lambda c: c.update(ext_lens=c["ext_lens"][:1]), "ext_lens must be"),
+        (lambda c: c.update(loc=c["loc"] + 1000), "outside the pool"),
+    ],
+)
+def test_bad_chains_are_refused_with_the_reason(change, message):
+    case = _chain_case((2, 3), 4, 2, 8, seed=5)
+    change(case)
+    with pytest.raises(RuntimeError, match=message):
+        chain_attention(**case)

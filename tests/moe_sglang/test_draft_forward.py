@@ -1,7 +1,7 @@
 """moe_sglang/draft_forward.py (the STANDALONE draft model's forward without SGLang's runner) against transformers'
 Llama on the same weights: a catch-up of two prompts together (the padded attention path), a draft tree after a
 cached prefix (siblings that must not see each other), one request alone (the unpadded path), one token per request
-(a chain's drafting step: the C++ decode attention op where it is on), GQA heads, the rows asked for only; every
+and chains of a few (a chain's drafting step, a catch-up: the C++ attention op where it is on), GQA heads, the rows asked for only; every
 token's K/V lands in its own slot of the pool; on a model whose weights are bfloat16 values, the same with its MLP and
 LM head read as bfloat16 (`narrowed`)."""
 
@@ -81,9 +81,10 @@ def forward(draft, parts, rows=None):
     slots = torch.cat([REQ_TO_TOKEN[p[0], p[1] : p[1] + len(p[2])] for p in parts]).long()
     mask = torch.cat([torch.as_tensor(p[4]).reshape(-1) for p in parts])
     rows = torch.arange(len(tokens)) if rows is None else torch.tensor(rows)
+    chain = all(torch.equal(torch.as_tensor(p[4]), causal(len(p[2]))) for p in parts)  # the C++ op may take them
     return draft.logits(
         tokens, positions, slots, REQ_TO_TOKEN, torch.tensor([p[0] for p in parts]),
-        [p[1] for p in parts], [len(p[2]) for p in parts], mask, rows,
+        [p[1] for p in parts], [len(p[2]) for p in parts], mask, rows, chain,
     )  # fmt: skip
 
 

@@ -158,7 +158,8 @@ def verify(direct, pool, parts):
 
 def test_verify_equals_transformers_mixtral(hf):
     """A ragged verify after cached prompts: A verifies a tree (a root, then two siblings that must not see each
-    other), B a 1-token root alone in the same forward; then B alone verifies a chain (causal, no mask)."""
+    other), B a 1-token root alone in the same forward; then B alone verifies a chain (causal, no mask), then both
+    chains together."""
     direct = direct_of(hf)
     pool = nan_pool(len(direct.layers), SLOTS, KV_HEADS, HEAD_DIM)
     for row, prompt in ((0, A), (1, B)):  # the prompts' K/V, as the engine's prefill leaves them
@@ -174,3 +175,7 @@ def test_verify_equals_transformers_mixtral(hf):
     torch.testing.assert_close(got[3], reference(hf, B + [z])[-1], atol=1e-4, rtol=1e-4)
     got = verify(direct, pool, [(1, m + 1, [x, y1], [m + 1, m + 2], None)])
     torch.testing.assert_close(got, reference(hf, B + [z, x, y1])[-2:], atol=1e-4, rtol=1e-4)
+    u, w, v = 48, 49, 50
+    got = verify(direct, pool, [(0, n + 1, [u, w], [n + 1, n + 2], None), (1, m + 3, [v], [m + 3], None)])
+    torch.testing.assert_close(got[:2], reference(hf, A + [x, u, w])[-2:], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[2], reference(hf, B + [z, x, y1, v])[-1], atol=1e-4, rtol=1e-4)

@@ -3,7 +3,8 @@ together, draft_forward=direct (one-token forwards' attention by the C++ decode 
 weights) and draft_forward=torch-ops (the direct forward as before: torch ops, float32), each with the step log, serve
 the same held-out prompts under the same hints, engines in rotated order per round; per run: client TPOT and, from the
 engine's step log cut by the run's window, the draft time per speculative step and per draft forward-equivalent.
-usage: python ab_draft.py ROUNDS CELLS -> ab_draft.json beside this file; CELLS like prose:1,code:1,prose:8"""
+usage: python ab_draft.py ROUNDS CELLS -> ab_draft.json beside this file; CELLS like prose:1,code:1,prose:8;
+AB_TARGET_TORCH=1 (below) -> ab_chain.json"""
 
 import contextlib
 import json
@@ -38,8 +39,22 @@ prompts = as_token_ids(prompt_sets(max(map(cell_prompts, (1, 8))), 400), model, 
 logs = {e: Path(f"/tmp/ab-draft-{e}.jsonl") for e in ENGINES}
 for log in logs.values():
     log.unlink(missing_ok=True)
+# AB_TARGET_TORCH=1: the torch-ops engine's target forward in torch ops too (its verify's attention sublayers; the
+# chain op's A/B), and static K = 3 only
+TARGET_TORCH = os.environ.get("AB_TARGET_TORCH") == "1"
+if TARGET_TORCH:
+    HINTS.pop("moe-serve")
 configs = {
-    e: bench_engine(model, speculation("standalone", setup), 1, EngineSettings(step_log=str(logs[e]), draft_forward=e))
+    e: bench_engine(
+        model,
+        speculation("standalone", setup),
+        1,
+        EngineSettings(
+            step_log=str(logs[e]),
+            draft_forward=e,
+            target_forward="torch-ops" if TARGET_TORCH and e != "direct" else "direct",
+        ),
+    )
     for e in ENGINES
 }
 runs = []
@@ -71,12 +86,19 @@ for run in runs:
     run["spec_steps"] = len(spec)
     run["draft_ms_per_spec_step"] = statistics.mean(s["draft_ms"] for s in spec) if spec else None
     run["verify_ms_per_spec_step"] = statistics.mean(s["verify_ms"] for s in spec) if spec else None
+    run["other_ms_per_spec_step"] = statistics.mean(s["other_ms"] for s in spec) if spec else None
     run["step_ms_per_spec_step"] = statistics.mean(s["end"] - s["start"] for s in spec) * 1e3 if spec else None
 summary = []
 for task, batch in CELLS:
     for hint in HINTS:
         row = {"task": task, "batch": batch, "hint": hint}
-        for key in ("tpot_ms", "draft_ms_per_spec_step", "step_ms_per_spec_step", "spec_steps"):
+        for key in (
+            "tpot_ms",
+            "draft_ms_per_spec_step",
+            "verify_ms_per_spec_step",
+            "step_ms_per_spec_step",
+            "spec_steps",
+        ):
             for e in ENGINES:
                 vals = [
                     x[key] for x in runs if (x["engine"], x["task"], x["batch"], x["hint"]) == (e, task, batch, hint)
@@ -93,4 +115,4 @@ for task, batch in CELLS:
         summary.append(row)
         print(row, flush=True)
 out = {"method": __doc__, "cpu": os.popen("lscpu | grep 'Model name'").read().strip(), "runs": runs, "summary": summary}
-(HERE / "ab_draft.json").write_text(json.dumps(out, indent=1))
+(HERE / ("ab_chain.json" if TARGET_TORCH else "ab_draft.json")).write_text(json.dumps(out, indent=1))

@@ -1,7 +1,8 @@
 // One decode step's attention sublayer of a Llama / Mixtral-shaped layer in one call: RMSNorm, the fused QKV product,
 // NeoX rope on q and k, the new K/V written to their pool slots, attention of each request's query over its slots
 // (its committed positions' slots from the request table, then the new token's), the output product and the residual
-// add.
+// add. `chain_attention` is the same over several rows per request that form a chain (a chain's verify, a draft
+// model's catch-up): row j of a request's block sees the request's committed slots and rows 0..j of its block.
 //
 // Why: at a decode's 1-8 rows the sublayer's arithmetic is a few tens of microseconds, and the torch ops that spell
 // it (a dozen per layer, each dispatched from Python) cost more than that: in a py-spy of a plain batch-1 moe-fine
@@ -48,6 +49,18 @@ void check_rows(const torch::Tensor& t, int64_t rows, const char* name) {
   TORCH_CHECK(t.dim() == 1 && t.size(0) == rows, "decode_attention: ", name, " must be [", rows, "], got ", t.sizes());
 }
 
+// Which keys each row of a sublayer call sees: its request's row of req_to_token, that request's committed keys
+// (positions 0..prefix-1, their slots from the table) and the rows start..itself of the call (their slots from loc).
+struct Rows {
+  std::vector<int64_t> table_row, prefix, start;
+};
+
+torch::Tensor sublayer(const torch::Tensor& h, const torch::Tensor& norm_w, double eps, const torch::Tensor& qkv_w,
+                       const torch::Tensor& o_w, const torch::Tensor& cos_sin_cache, const torch::Tensor& positions,
+                       torch::Tensor k_buffer, torch::Tensor v_buffer, const torch::Tensor& loc,
+                       const torch::Tensor& req_to_token, const Rows& rows_of, int64_t heads, int64_t kv_heads,
+                       double scale, const std::string& isa, at::IntArrayRef kinds_qkv, at::IntArrayRef kinds_o);
+
 torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm_w, double eps,
                                const torch::Tensor& qkv_w, const torch::Tensor& o_w,
                                const torch::Tensor& cos_sin_cache, const torch::Tensor& positions,
@@ -57,11 +70,71 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
                                c10::string_view isa_view, at::IntArrayRef kinds_qkv, at::IntArrayRef kinds_o) {
   const std::string isa(isa_view);
   check_isa(isa, "decode_attention");
+  TORCH_CHECK(h.dim() == 2 && h.size(0) >= 1, "decode_attention: h must be [B, hidden]");
+  const int64_t batch = h.size(0);
+  check_rows(pool_rows, batch, "pool_rows");
+  check_rows(seq_lens, batch, "seq_lens");
+  const auto table_rows = pool_rows.to(torch::kLong).contiguous();
+  const auto lens = seq_lens.to(torch::kLong).contiguous();
+  Rows rows_of;
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(lens.data_ptr<int64_t>()[b] >= 1 && lens.data_ptr<int64_t>()[b] <= req_to_token.size(-1),
+                "decode_attention: sequence length ", lens.data_ptr<int64_t>()[b], " outside 1..",
+                req_to_token.size(-1));
+    rows_of.table_row.push_back(table_rows.data_ptr<int64_t>()[b]);
+    rows_of.prefix.push_back(lens.data_ptr<int64_t>()[b] - 1);
+    rows_of.start.push_back(b);
+  }
+  return sublayer(h, norm_w, eps, qkv_w, o_w, cos_sin_cache, positions, k_buffer, v_buffer, loc, req_to_token,
+                  rows_of, heads, kv_heads, scale, isa, kinds_qkv, kinds_o);
+}
+
+torch::Tensor chain_attention(const torch::Tensor& h, const torch::Tensor& norm_w, double eps,
+                              const torch::Tensor& qkv_w, const torch::Tensor& o_w,
+                              const torch::Tensor& cos_sin_cache, const torch::Tensor& positions,
+                              torch::Tensor k_buffer, torch::Tensor v_buffer, const torch::Tensor& loc,
+                              const torch::Tensor& req_to_token, const torch::Tensor& pool_rows,
+                              const torch::Tensor& prefix_lens, const torch::Tensor& ext_lens, int64_t heads,
+                              int64_t kv_heads, double scale, c10::string_view isa_view, at::IntArrayRef kinds_qkv,
+                              at::IntArrayRef kinds_o) {
+  const std::string isa(isa_view);
+  check_isa(isa, "decode_attention");
+  TORCH_CHECK(h.dim() == 2 && h.size(0) >= 1, "decode_attention: h must be [T, hidden]");
+  TORCH_CHECK(pool_rows.dim() == 1 && pool_rows.size(0) >= 1, "decode_attention: pool_rows must be [B]");
+  const int64_t requests = pool_rows.size(0);
+  check_rows(prefix_lens, requests, "prefix_lens");
+  check_rows(ext_lens, requests, "ext_lens");
+  const auto table_rows = pool_rows.to(torch::kLong).contiguous();
+  const auto prefixes = prefix_lens.to(torch::kLong).contiguous();
+  const auto exts = ext_lens.to(torch::kLong).contiguous();
+  Rows rows_of;
+  int64_t start = 0;
+  for (int64_t b = 0; b < requests; ++b) {
+    const int64_t prefix = prefixes.data_ptr<int64_t>()[b], ext = exts.data_ptr<int64_t>()[b];
+    TORCH_CHECK(prefix >= 0 && ext >= 1 && prefix + ext <= req_to_token.size(-1), "decode_attention: request ", b,
+                " with ", prefix, " committed and ", ext, " new tokens does not fit a context of ",
+                req_to_token.size(-1));
+    for (int64_t j = 0; j < ext; ++j) {
+      rows_of.table_row.push_back(table_rows.data_ptr<int64_t>()[b]);
+      rows_of.prefix.push_back(prefix);
+      rows_of.start.push_back(start);
+    }
+    start += ext;
+  }
+  TORCH_CHECK(start == h.size(0), "decode_attention: ext_lens add up to ", start, " rows, h has ", h.size(0));
+  return sublayer(h, norm_w, eps, qkv_w, o_w, cos_sin_cache, positions, k_buffer, v_buffer, loc, req_to_token,
+                  rows_of, heads, kv_heads, scale, isa, kinds_qkv, kinds_o);
+}
+
+torch::Tensor sublayer(const torch::Tensor& h, const torch::Tensor& norm_w, double eps, const torch::Tensor& qkv_w,
+                       const torch::Tensor& o_w, const torch::Tensor& cos_sin_cache, const torch::Tensor& positions,
+                       torch::Tensor k_buffer, torch::Tensor v_buffer, const torch::Tensor& loc,
+                       const torch::Tensor& req_to_token, const Rows& rows_of, int64_t heads, int64_t kv_heads,
+                       double scale, const std::string& isa, at::IntArrayRef kinds_qkv, at::IntArrayRef kinds_o) {
   const torch::Tensor &k_in = k_buffer, &v_in = v_buffer;
   for (const torch::Tensor* t : {&h, &norm_w, &qkv_w, &o_w, &cos_sin_cache, &k_in, &v_in})
     TORCH_CHECK(t->scalar_type() == torch::kFloat32 && t->device().is_cpu(), "decode_attention: float32 CPU tensors");
-  TORCH_CHECK(h.dim() == 2 && h.size(0) >= 1, "decode_attention: h must be [B, hidden]");
-  const int64_t batch = h.size(0), hidden = h.size(1), dim = cos_sin_cache.size(1);
+  const int64_t batch = h.size(0), hidden = h.size(1), dim = cos_sin_cache.size(1);  // batch: rows of the call
   TORCH_CHECK(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "decode_attention: ", heads,
               " query heads do not group over ", kv_heads, " KV heads");
   TORCH_CHECK(cos_sin_cache.dim() == 2 && dim % 2 == 0, "decode_attention: cos_sin_cache must be [positions, even D]");
@@ -79,15 +152,11 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
               "decode_attention: req_to_token must be a contiguous int32 [rows, context]");
   check_rows(positions, batch, "positions");
   check_rows(loc, batch, "loc");
-  check_rows(pool_rows, batch, "pool_rows");
-  check_rows(seq_lens, batch, "seq_lens");
 
   const auto pos = positions.to(torch::kLong).contiguous();
   const auto locs = loc.to(torch::kLong).contiguous();
-  const auto rows = pool_rows.to(torch::kLong).contiguous();
-  const auto lens = seq_lens.to(torch::kLong).contiguous();
-  const int64_t *posp = pos.data_ptr<int64_t>(), *locp = locs.data_ptr<int64_t>(), *rowp = rows.data_ptr<int64_t>(),
-                *lenp = lens.data_ptr<int64_t>();
+  const int64_t *posp = pos.data_ptr<int64_t>(), *locp = locs.data_ptr<int64_t>();
+  const int64_t *rowp = rows_of.table_row.data(), *prefixp = rows_of.prefix.data(), *startp = rows_of.start.data();
   const int64_t slots = k_buffer.size(0), context = req_to_token.size(1);
   for (int64_t b = 0; b < batch; ++b) {
     TORCH_CHECK(posp[b] >= 0 && posp[b] < cos_sin_cache.size(0), "decode_attention: position ", posp[b],
@@ -95,8 +164,8 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
     TORCH_CHECK(locp[b] >= 0 && locp[b] < slots, "decode_attention: slot ", locp[b], " outside the pool");
     TORCH_CHECK(rowp[b] >= 0 && rowp[b] < req_to_token.size(0), "decode_attention: request row ", rowp[b],
                 " outside req_to_token");
-    TORCH_CHECK(lenp[b] >= 1 && lenp[b] <= context, "decode_attention: sequence length ", lenp[b], " outside 1..",
-                context);
+    TORCH_CHECK(prefixp[b] >= 0 && prefixp[b] <= context, "decode_attention: ", prefixp[b],
+                " committed tokens outside 0..", context);
   }
   const Vec vec = vec_for(isa);
   const Kernel kernel = pick(isa);
@@ -131,14 +200,16 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
   at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / heads, head = task % heads, g = head / group, n = lenp[b];
+      // row b sees its request's committed keys, then the rows of its block up to itself
+      const int64_t b = task / heads, head = task % heads, g = head / group, prefix = prefixp[b];
+      const int64_t n = prefix + (b - startp[b]) + 1;
       const int32_t* slot = r2t + rowp[b] * context;
       const float* q = qkvp + b * (q_size + 2 * kv_size) + head * dim;
       float* o = op + b * q_size + head * dim;
       scores.resize(n);
       float top = -INFINITY;
-      // position i's slot: the request table's for the committed ones, loc for the new token (the last)
-      const auto at = [&](int64_t i) -> int64_t { return i + 1 < n ? slot[i] : locp[b]; };
+      // key i's slot: the request table's for the committed ones, loc for the call's rows (a decode's new token)
+      const auto at = [&](int64_t i) -> int64_t { return i < prefix ? slot[i] : locp[startp[b] + i - prefix]; };
       for (int64_t i = 0; i < n; ++i) {
         if (at(i) < 0 || at(i) >= slots) {
           bad[task] = at(i);
@@ -159,7 +230,7 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
     }
   });
   for (int64_t task = 0; task < batch * heads; ++task)
-    TORCH_CHECK(bad[task] == -1, "decode_attention: request ", task / heads, " has slot ", bad[task],
+    TORCH_CHECK(bad[task] == -1, "decode_attention: row ", task / heads, " has slot ", bad[task],
                 " outside the pool");
   // output product and residual
   auto y = torch::empty({batch, hidden}, hc.options());
@@ -174,6 +245,14 @@ TORCH_LIBRARY_FRAGMENT(moe_serve, library) {
       "decode_attention(Tensor h, Tensor norm_w, float eps, Tensor qkv_w, Tensor o_w, Tensor cos_sin_cache, "
       "Tensor positions, Tensor(a!) k_buffer, Tensor(b!) v_buffer, Tensor loc, Tensor req_to_token, Tensor pool_rows, "
       "Tensor seq_lens, int heads, int kv_heads, float scale, str isa, int[] kinds_qkv, int[] kinds_o) -> Tensor");
+  library.def(
+      "chain_attention(Tensor h, Tensor norm_w, float eps, Tensor qkv_w, Tensor o_w, Tensor cos_sin_cache, "
+      "Tensor positions, Tensor(a!) k_buffer, Tensor(b!) v_buffer, Tensor loc, Tensor req_to_token, Tensor pool_rows, "
+      "Tensor prefix_lens, Tensor ext_lens, int heads, int kv_heads, float scale, str isa, int[] kinds_qkv, "
+      "int[] kinds_o) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(moe_serve, CPU, library) { library.impl("decode_attention", &decode_attention); }
+TORCH_LIBRARY_IMPL(moe_serve, CPU, library) {
+  library.impl("decode_attention", &decode_attention);
+  library.impl("chain_attention", &chain_attention);
+}
