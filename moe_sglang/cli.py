@@ -83,7 +83,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=EngineSettings().draft_forward,
         choices=DRAFT_FORWARD,
         help="STANDALONE draft model's forwards: direct = its arithmetic over its KV pool (a Llama-shaped float32 "
-        "draft on CPU; otherwise SGLang's runner), one-token forwards' attention by the C++ decode op and "
+        "draft on CPU; otherwise SGLang's runner), chain forwards' attention by the C++ op and "
         "bfloat16-exact MLP and LM head weights read as bfloat16; torch-ops = direct in torch ops and float32; "
         "sglang = SGLang's model runner (the last two for comparisons)",
     )

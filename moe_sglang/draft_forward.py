@@ -22,11 +22,12 @@ on moe-fine's draft, more than half of what a forward reads).
 A forward of one token per request (a chain's drafting steps), or of a chain per request over at most MAX_ROWS
 tokens (a catch-up: `chain`), runs each attention sublayer as one call of the C++ op (service/kernels/
 decode_attention.py's chain_attention, the target decode op's generalisation; `attention_op`): the sublayer is a few
-microseconds of arithmetic at such rows and ~45 torch ops when spelled out. One-token forward of
-moe-fine's draft after 100 tokens, one thread, median of 200 (scratch, 2-core AMD EPYC with AVX-512, 2026-12-01):
-1.6-1.9 ms in torch ops, 0.7-1.0 ms with the op; earlier an end-to-end A/B of the op alone (34th session, 4 rounds
-of static K = 3 on x48) read within its 0.96-1.12 spread, and the path was dropped then; the step log's draft time
-per forward (bench/results/draft-forward-s48) is what brought it back.
+microseconds of arithmetic at such rows and ~45 torch ops when spelled out. A forward of moe-fine's draft after 100
+tokens, one thread, weights in cache (bench/results/draft-forward-s48/one_forward.py, 2-core AMD EPYC with AVX-512):
+one token 2.15 ms in torch ops and float32, 0.74 ms with the op and the bfloat16 copies, four tokens 2.46 / 1.09 ms.
+An end-to-end A/B of the op for one-token forwards alone (34th session, 4 rounds of static K = 3 on x48) had read
+within its 0.96-1.12 spread and the path was dropped then; the step log's draft time per step is what brought it
+back (draft-forward-s48: 35-41 % less draft time per speculative step).
 """
 
 from __future__ import annotations
@@ -96,8 +97,8 @@ class DirectDraft:
     @classmethod
     def of(cls, runner, ops: bool = True) -> tuple[DirectDraft | None, str]:
         """The direct forward of SGLang's draft ModelRunner, or (None, why it cannot reproduce that model); `ops`:
-        with the C++ decode attention op for one-token forwards and bfloat16-exact MLP and LM head weights where
-        they apply (off: torch ops and float32 weights only, for comparisons)."""
+        with the C++ attention op for chain forwards and bfloat16-exact MLP and LM head weights where they apply
+        (off: torch ops and float32 weights only, for comparisons)."""
         from sglang.srt.layers.quantization.unquant import UnquantizedLinearMethod
         from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
         from sglang.srt.models.llama import LlamaForCausalLM

@@ -240,8 +240,7 @@ class _Part:
 def _chain_part(r: DraftRequest) -> _Part:
     """A chain's frontier node at depth d alone, at position seq_len + d and that position's slot, after the root and
     nodes 1..d-1 in the draft cache (the catch-up and the grows before wrote them there). Running the whole path
-    instead re-ran d - 1 tokens a depth: a chain's later forwards were not one token per request, so they missed the
-    decode attention op (draft_forward.py), and ran more rows."""
+    instead re-ran d - 1 tokens a depth: a chain's later forwards ran d tokens per request where one is new."""
     node = r.tree.frontier[0]
     at = r.seq_len + r.tree.nodes[node].depth
     return _Part(at, [r.tree.nodes[node].token], [at], [at], np.ones((1, 1), dtype=bool), True)

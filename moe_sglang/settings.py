@@ -49,8 +49,8 @@ EXPERT_WEIGHTS = ("bf16-exact", "float32")
 
 # How the STANDALONE draft model runs its forwards (moe_sglang/draft_forward.py): direct = its arithmetic over the
 # draft's KV pool, without SGLang's model runner, where that reproduces the model (a Llama-shaped float32 draft on
-# CPU; otherwise the runner), one-token forwards' attention sublayers by the C++ decode op and bfloat16-exact MLP and
-# LM head weights read as bfloat16 where they apply; torch-ops = direct in torch ops and float32 weights only;
+# CPU; otherwise the runner), its chain forwards' attention sublayers by the C++ op and bfloat16-exact MLP and LM
+# head weights read as bfloat16 where they apply; torch-ops = direct in torch ops and float32 weights only;
 # sglang = always SGLang's runner. The last two are kept for comparisons.
 DRAFT_FORWARD = ("direct", "torch-ops", "sglang")
 

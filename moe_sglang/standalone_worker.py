@@ -78,8 +78,8 @@ def _direct_draft(settings: EngineSettings, draft_runner) -> DirectDraft | None:
         logger.info("draft model: SGLang's runner (%s)", why)
     else:
         logger.info(
-            "draft model: direct forward over its KV pool (%d layers; one-token attention by %s; MLP and LM head "
-            "weights %s)", len(direct.layers), "the decode op" if direct.attention_op else "torch ops",
+            "draft model: direct forward over its KV pool (%d layers; chain attention by %s; MLP and LM head "
+            "weights %s)", len(direct.layers), "the C++ op" if direct.attention_op else "torch ops",
             "float32" if direct.narrow is None else f"bfloat16 up to {MAX_ROWS} rows",
         )  # fmt: skip
     return direct
