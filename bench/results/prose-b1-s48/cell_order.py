@@ -2,7 +2,8 @@
 batch 1, the bench's held-out prompts (3 a cell, 32 tokens, corpus and prefix cache flushed per request), cells in
 the order bench.policies serves them on one engine (prose first once, then code, math, prose, static K = 4 on prose,
 prose again), with the step log; per run: TPOT, steps, speculative steps and their K, judged steps and their
-outcomes ([drafts judged, accepted] per position), accepted drafts. usage: python cell_order.py > cell_order.txt"""
+outcomes ([drafts judged, accepted] per position), accepted drafts. usage: python cell_order.py > cell_order.txt;
+CELL_ORDER_PARAMS='{"moe-serve": {"judge_gate": false}}' (EngineSettings.policy_params_json) for policy parameters"""
 
 import os
 import sys
@@ -31,7 +32,12 @@ HINTS = {
 ORDER = [("prose", "moe-serve"), ("code", "moe-serve"), ("math", "moe-serve"), ("prose", "moe-serve")]
 ORDER += [("prose", "static-4"), ("prose", "moe-serve")]
 runs = []
-config = bench_engine(model, speculation("standalone", setup), 1, EngineSettings(step_log=str(LOG)))
+config = bench_engine(
+    model,
+    speculation("standalone", setup),
+    1,
+    EngineSettings(step_log=str(LOG), policy_params_json=os.environ.get("CELL_ORDER_PARAMS", "")),
+)
 with running_engine(config, log_path="/tmp/cell-order-engine.log") as url:
     name = served_model(url)
     for task, hint in ORDER:
