@@ -24,7 +24,7 @@ tokens (a catch-up: `chain`), runs each attention sublayer as one call of the C+
 decode_attention.py's chain_attention, the target decode op's generalisation; `attention_op`): the sublayer is a few
 microseconds of arithmetic at such rows and ~45 torch ops when spelled out. A forward of moe-fine's draft after 100
 tokens, one thread, weights in cache (bench/results/draft-forward-s48/one_forward.py, 2-core AMD EPYC with AVX-512):
-one token 2.15 ms in torch ops and float32, 0.74 ms with the op and the bfloat16 copies, four tokens 2.46 / 1.09 ms.
+one token 1.55 ms in torch ops and float32, 0.46 ms with the op and the bfloat16 copies, four tokens 2.04 / 0.77 ms.
 An end-to-end A/B of the op for one-token forwards alone (34th session, 4 rounds of static K = 3 on x48) had read
 within its 0.96-1.12 spread and the path was dropped then; the step log's draft time per step is what brought it
 back (draft-forward-s48: 35-41 % less draft time per speculative step).
