@@ -61,6 +61,28 @@ torch::Tensor sublayer(const torch::Tensor& h, const torch::Tensor& norm_w, doub
                        const torch::Tensor& req_to_token, const Rows& rows_of, int64_t heads, int64_t kv_heads,
                        double scale, const std::string& isa, at::IntArrayRef kinds_qkv, at::IntArrayRef kinds_o);
 
+// The rows of requests laid end to end, request b's ext_lens[b] rows after its prefix_lens[b] committed tokens.
+Rows chain_rows(const torch::Tensor& pool_rows, const torch::Tensor& prefix_lens, const torch::Tensor& ext_lens,
+                int64_t context) {
+  const auto table_rows = pool_rows.to(torch::kLong).contiguous();
+  const auto prefixes = prefix_lens.to(torch::kLong).contiguous();
+  const auto exts = ext_lens.to(torch::kLong).contiguous();
+  Rows rows_of;
+  int64_t start = 0;
+  for (int64_t b = 0; b < pool_rows.size(0); ++b) {
+    const int64_t prefix = prefixes.data_ptr<int64_t>()[b], ext = exts.data_ptr<int64_t>()[b];
+    TORCH_CHECK(prefix >= 0 && ext >= 1 && prefix + ext <= context, "decode_attention: request ", b, " with ", prefix,
+                " committed and ", ext, " new tokens does not fit a context of ", context);
+    for (int64_t j = 0; j < ext; ++j) {
+      rows_of.table_row.push_back(table_rows.data_ptr<int64_t>()[b]);
+      rows_of.prefix.push_back(prefix);
+      rows_of.start.push_back(start);
+    }
+    start += ext;
+  }
+  return rows_of;
+}
+
 torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm_w, double eps,
                                const torch::Tensor& qkv_w, const torch::Tensor& o_w,
                                const torch::Tensor& cos_sin_cache, const torch::Tensor& positions,
@@ -74,17 +96,13 @@ torch::Tensor decode_attention(const torch::Tensor& h, const torch::Tensor& norm
   const int64_t batch = h.size(0);
   check_rows(pool_rows, batch, "pool_rows");
   check_rows(seq_lens, batch, "seq_lens");
-  const auto table_rows = pool_rows.to(torch::kLong).contiguous();
   const auto lens = seq_lens.to(torch::kLong).contiguous();
-  Rows rows_of;
-  for (int64_t b = 0; b < batch; ++b) {
+  for (int64_t b = 0; b < batch; ++b)
     TORCH_CHECK(lens.data_ptr<int64_t>()[b] >= 1 && lens.data_ptr<int64_t>()[b] <= req_to_token.size(-1),
                 "decode_attention: sequence length ", lens.data_ptr<int64_t>()[b], " outside 1..",
                 req_to_token.size(-1));
-    rows_of.table_row.push_back(table_rows.data_ptr<int64_t>()[b]);
-    rows_of.prefix.push_back(lens.data_ptr<int64_t>()[b] - 1);
-    rows_of.start.push_back(b);
-  }
+  // a decode is a chain of one row per request after its seq_len - 1 committed tokens
+  const Rows rows_of = chain_rows(pool_rows, lens - 1, torch::ones_like(lens), req_to_token.size(-1));
   return sublayer(h, norm_w, eps, qkv_w, o_w, cos_sin_cache, positions, k_buffer, v_buffer, loc, req_to_token,
                   rows_of, heads, kv_heads, scale, isa, kinds_qkv, kinds_o);
 }
@@ -104,24 +122,9 @@ torch::Tensor chain_attention(const torch::Tensor& h, const torch::Tensor& norm_
   const int64_t requests = pool_rows.size(0);
   check_rows(prefix_lens, requests, "prefix_lens");
   check_rows(ext_lens, requests, "ext_lens");
-  const auto table_rows = pool_rows.to(torch::kLong).contiguous();
-  const auto prefixes = prefix_lens.to(torch::kLong).contiguous();
-  const auto exts = ext_lens.to(torch::kLong).contiguous();
-  Rows rows_of;
-  int64_t start = 0;
-  for (int64_t b = 0; b < requests; ++b) {
-    const int64_t prefix = prefixes.data_ptr<int64_t>()[b], ext = exts.data_ptr<int64_t>()[b];
-    TORCH_CHECK(prefix >= 0 && ext >= 1 && prefix + ext <= req_to_token.size(-1), "decode_attention: request ", b,
-                " with ", prefix, " committed and ", ext, " new tokens does not fit a context of ",
-                req_to_token.size(-1));
-    for (int64_t j = 0; j < ext; ++j) {
-      rows_of.table_row.push_back(table_rows.data_ptr<int64_t>()[b]);
-      rows_of.prefix.push_back(prefix);
-      rows_of.start.push_back(start);
-    }
-    start += ext;
-  }
-  TORCH_CHECK(start == h.size(0), "decode_attention: ext_lens add up to ", start, " rows, h has ", h.size(0));
+  const Rows rows_of = chain_rows(pool_rows, prefix_lens, ext_lens, req_to_token.size(-1));
+  TORCH_CHECK(static_cast<int64_t>(rows_of.start.size()) == h.size(0), "decode_attention: ext_lens add up to ",
+              rows_of.start.size(), " rows, h has ", h.size(0));
   return sublayer(h, norm_w, eps, qkv_w, o_w, cos_sin_cache, positions, k_buffer, v_buffer, loc, req_to_token,
                   rows_of, heads, kv_heads, scale, isa, kinds_qkv, kinds_o);
 }
