@@ -211,13 +211,14 @@ class SpecMetrics:
             mine = [r for p, r in zip(policies, stats.requests, strict=True) if p == policy]
             verified = len(mine) * stats.verify_width if stats.verify_width else sum(r.k + 1 for r in mine)
             self._observe(self._at(self.utility, policy), sum(r.accepted + 1 for r in mine) / verified)
-        for phase, seconds in (("draft", stats.draft_s), ("verify", stats.verify_s), ("other", stats.other_s)):
+        drafting = stats.draft_s + stats.judge_s  # the draft model's time, judgements included
+        for phase, seconds in (("draft", drafting), ("verify", stats.verify_s), ("other", stats.other_s)):
             self._observe(self._at(self.step_seconds, phase), seconds)
         batch_policy = policies[0] if len(set(policies)) == 1 else "mixed"
         if len({k == 0 for k in chosen}) == 2:
             self._inc(self.mixed)
-        if stats.draft_backlog_tokens:
-            self._inc(self.catch_up, stats.draft_backlog_tokens)
+        if stats.draft_backlog_tokens + stats.judge_tokens:
+            self._inc(self.catch_up, stats.draft_backlog_tokens + stats.judge_tokens)
         for unique in () if stats.plain else stats.unique_experts:  # verify forwards only (the metric's meaning)
             self._observe(self._at(self.unique, batch_policy), unique)
         if dropped:

@@ -42,6 +42,8 @@ class StepInFlight:
     verify_s: float = 0.0  # seconds in the target forward (verify, or plain decode)
     draft_steps: int = 0  # sequential draft forwards that depended on K (STANDALONE); 0 for NGRAM's fixed lookup
     draft_backlog_tokens: int = 0  # tokens the draft model ran to catch up (STANDALONE's lazy draft cache)
+    judge_s: float = 0.0  # seconds of the draft forward judging requests at K = 0 (STANDALONE; not in draft_s)
+    judge_tokens: int = 0  # tokens that forward ran besides the judged roots (their catch-up)
     verify_width: int = 0  # tokens per request of a rectangular / fixed verify layout; 0 = ragged (k_i + 1 each)
     plain: bool = False  # the target ran a plain decode (nobody verified a draft)
     unique_experts: tuple[int, ...] = ()  # [num_layers] experts the target forward computed
@@ -186,11 +188,13 @@ class SpecRuntime:
             requests=requests,
             draft_s=step.draft_s,
             verify_s=step.verify_s,
-            other_s=max(now - step.started - step.draft_s - step.verify_s, 0.0),
+            other_s=max(now - step.started - step.draft_s - step.verify_s - step.judge_s, 0.0),
             unique_experts=step.unique_experts,
             context_tokens=step.context_tokens,
             draft_steps=step.draft_steps,
             draft_backlog_tokens=step.draft_backlog_tokens,
+            judge_s=step.judge_s,
+            judge_tokens=step.judge_tokens,
             verify_width=step.verify_width,
             plain=step.plain,
             shadow=shadow,

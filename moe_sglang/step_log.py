@@ -39,6 +39,7 @@ class StepLog:
             "accepted": list(accepted),
             "plain": stats.plain,
             "draft_ms": round(stats.draft_s * 1e3, 3),
+            "judge_ms": round(stats.judge_s * 1e3, 3),
             "verify_ms": round(stats.verify_s * 1e3, 3),
             "other_ms": round(stats.other_s * 1e3, 3),
             "resting": sum(step.resting),

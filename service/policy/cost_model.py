@@ -80,6 +80,7 @@ class StepTimeModel:
         self._ridge = ridge  # weight of the prior, in units of squared normalised features
         self._verify_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
         self._draft_rows: deque[tuple[list[float], float]] = deque(maxlen=window)
+        self._judge_rows: deque[tuple[list[float], float]] = deque(maxlen=window)  # `judgement_time`'s
         self._other: dict[bool, float] = {}  # plain step or not -> EMA of seconds outside draft and target forward
         self._other_by_bucket: dict[tuple[bool, int], float] = {}  # the same per batch-size bucket (`other_time`)
         self._other_fit: dict[tuple[bool, int], float] = {}  # what `other_time` prices: the above at the last refit
@@ -262,6 +263,15 @@ class StepTimeModel:
             return plain_ratio
         return (plain_ratio if self._scout else max(plain_ratio, 1.0)) * self._own_ratio
 
+    def judgement_time(self, catch_up_tokens: float) -> float:
+        """Seconds of one judging forward (Decision.judge) that catches the draft model up on `catch_up_tokens`
+        besides the judged roots: fitted on the judgements measured (a forward over a context, whose fixed cost is
+        not a draft step's), until then priced as a draft step with its catch-up."""
+        c = self.coef
+        fixed = c.per_draft_step if c.per_judgement is None else c.per_judgement
+        per_token = c.per_backlog_token if c.per_judged_token is None else c.per_judged_token
+        return fixed + per_token * catch_up_tokens
+
     def calibration_due(self) -> bool:
         """Whether a batch-size bucket has just measured enough speculative (or plain) steps to be calibrated
         (`Calibration`)."""
@@ -305,13 +315,16 @@ class StepTimeModel:
         backlog_tokens: int = 0,
         accepted: int | None = None,
         fresh_accepted: float | None = None,
+        judge_s: float = 0.0,
+        judge_tokens: int = 0,
     ) -> None:
         """Record one measured step (refit happens in `refit`, so callers choose how often to pay for it). With no
         draft steps (a drafter whose work does not follow K), `draft_s` is fixed step cost, added to `other`.
         `plain`: the target ran a plain decode (no verify path); `backlog_tokens`: catch-up tokens the draft model
         ran (without this feature their cost would be fitted as per-step or per-draft cost); `accepted`: drafts the
         step's verify accepted (teaches the split affinity); `fresh_accepted`: what the step's requests' accepted drafts
-        were priced at (`reusing`), so that its calibration compares it with that price."""
+        were priced at (`reusing`), so that its calibration compares it with that price; `judge_s`, `judge_tokens`:
+        the step's judging forward and its catch-up (StepStats.judge_s), fitted apart (`judgement_time`)."""
         self._drafted = self._drafted or draft_steps > 0
         if not self.warmed(requests, plain):
             self._warmed.add((plain, batch_bucket(requests)))
@@ -334,6 +347,8 @@ class StepTimeModel:
         # the verify path's extra work is per request (its tree, mask and acceptance): fitted as one constant per
         # step, batch 8's priced a batch-1 verify on the CPU engine at 51 ms where it took 39-41 (moe-fine x48, NGRAM)
         self._verify_rows.append(([1.0, 0.0 if plain else float(requests), float(tokens), total], verify_s))
+        if judge_s > 0:
+            self._judge_rows.append(([1.0, float(judge_tokens)], judge_s))
         if draft_steps:
             self._draft_rows.append(([float(draft_steps), float(draft_tokens), float(backlog_tokens)], draft_s))
         else:
@@ -368,6 +383,11 @@ class StepTimeModel:
         # else drafting ran but no step of it is fitted yet (a first step at its size is not): the prior's draft
         # costs at this machine's scale, not zero (zero priced every draft as free on the CPU engine until the next
         # refit after a drafting step; in the meantime a batch of 8 probed and speculated at 1.3x a plain step)
+        judge = (None, None)  # no judgement measured: `judgement_time` prices one as a draft step with its catch-up
+        if self._judge_rows:
+            judge = fit_nonnegative(
+                self._judge_rows, (scale * p.per_draft_step, scale * p.per_backlog_token), self._ridge
+            )
         other = self._other.get(False, self._other.get(True, p.other))
         self._other_fit, self._other_memo, self._plain_memo = dict(self._other_by_bucket), {}, {}
         self.coef = StepCoefficients(
@@ -378,6 +398,8 @@ class StepTimeModel:
             per_draft_step=max(draft[0], 0.0),
             per_draft_token=max(draft[1], 0.0),
             per_backlog_token=max(draft[2], 0.0),
+            per_judgement=judge[0],
+            per_judged_token=judge[1],
             other=other,
             plain_other=self._other.get(True, p.plain_other),
         )

@@ -66,6 +66,8 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
         stats.draft_backlog_tokens,
         sum(r.accepted for r in stats.requests),
         fresh_accepted(self, stats.requests),
+        stats.judge_s,
+        stats.judge_tokens,
     )
     self._steps += 1
     warming = self.warm_up and (self._steps in WARM_UP_REFITS or self.model.calibration_due())

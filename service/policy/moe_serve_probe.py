@@ -132,10 +132,9 @@ def judgements_pay(
 
 def judgement_cost(self: MoeServePolicy, group: list[int], batch: BatchView) -> float:
     """What judging `group` (batch indices) costs in request-seconds: one draft forward over what the draft cache
-    lacks of their contexts (the root included), which every request of the batch waits for."""
-    c = self.model.coef
-    catch_up = sum(batch.requests[i].draft_backlog + 1 for i in group)
-    return (c.per_draft_step + c.per_backlog_token * catch_up) * len(batch.requests)
+    lacks of their contexts (StepTimeModel.judgement_time), which every request of the batch waits for."""
+    catch_up = sum(batch.requests[i].draft_backlog for i in group)
+    return self.model.judgement_time(catch_up) * len(batch.requests)
 
 
 def batch_hope(self: MoeServePolicy, batch: BatchView) -> list[float]:

@@ -20,7 +20,8 @@ class MoeShape:
 @dataclass(frozen=True)
 class StepCoefficients:
     """Linear step-time model: verify = fixed + per_token·tokens + per_expert·Σ_layers unique experts,
-    draft = per_draft_step·(max K) + per_draft_token·ΣK + per_backlog_token·(catch-up tokens), other = constant."""
+    draft = per_draft_step·(max K) + per_draft_token·ΣK + per_backlog_token·(catch-up tokens), other = constant;
+    a judgement (a draft forward over a context, no draft built) = per_judgement + per_judged_token·(its catch-up)."""
 
     verify_fixed: float  # seconds per verify forward
     per_token: float  # seconds per verified token (dense part + expert compute)
@@ -31,3 +32,5 @@ class StepCoefficients:
     verify_extra: float = 0.0  # seconds per request a verify forward costs beyond a plain decode of the same tokens
     plain_other: float | None = None  # seconds per plain-decode step outside the target forward; None = `other`
     per_backlog_token: float = 0.0  # seconds per token a draft model runs to catch up with a request's context
+    per_judgement: float | None = None  # seconds per judging forward; None = a draft step's (per_draft_step)
+    per_judged_token: float | None = None  # seconds per token it catches up; None = per_backlog_token

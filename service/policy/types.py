@@ -177,10 +177,12 @@ class StepStats:
     shadow: tuple[ShadowOutcome, ...] = ()  # unverified drafts this step finished judging (moe_sglang/shadow.py)
     draft_backlog_tokens: int = 0  # tokens the drafter ran this step to catch up (RequestView.draft_backlog of the
     # requests that drafted): part of draft_s that grows with the requests' lag, not with K
+    judge_s: float = 0.0  # seconds judging drafters without a verify (Decision.judge): one forward, not in draft_s
+    judge_tokens: int = 0  # tokens the judging forward ran besides the judged requests' roots (their catch-up)
 
     @property
     def step_s(self) -> float:  # seconds, wall time of the whole step
-        return self.draft_s + self.verify_s + self.other_s
+        return self.draft_s + self.judge_s + self.verify_s + self.other_s
 
     @property
     def verify_tokens(self) -> int:  # tokens the target processed

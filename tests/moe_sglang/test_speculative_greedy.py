@@ -10,6 +10,7 @@ import pytest
 
 from moe_sglang.metrics import MIXED_STEPS
 from moe_sglang.stats_output import META_KEY
+from moe_sglang.step_log import read as read_steps
 from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
@@ -146,17 +147,23 @@ def test_mixed_k_batch_equals_plain(case, plain_outputs, tiny_models, engine_poo
 
 
 @pytest.mark.parametrize(("draft", "accepting"), [("mixtral-echo", True), ("mixtral-other", False)])
-def test_standalone_judges_its_draft_model_without_a_verify(draft, accepting, plain_outputs, tiny_models, engine_pool):
+def test_standalone_judges_its_draft_model_without_a_verify(
+    draft, accepting, plain_outputs, tiny_models, engine_pool, tmp_path
+):
     """moe-serve on STANDALONE, its acceptance prior at 0 (no speculation before a measurement): instead of a probe
     (a verify of 3 drafts), each request has its draft model judged without a verify once it has emitted a few
     tokens (draft_model.py, judging). The self-draft predicts the target's own tokens, so every judged position is
     accepted (a prediction compared one position out of step would not be); a draft with other weights is rejected.
     Output is plain decoding's either way. The judgement gate is off: on the tiny models a STANDALONE step is fixed
-    cost and speculation cannot repay a judgement (judgements_pay), which would leave nothing judged to check."""
+    cost and speculation cannot repay a judgement (judgements_pay), which would leave nothing judged to check.
+    A judgement's forward is timed apart from drafting (StepStats.judge_s; the step log shows both): a policy that
+    fits draft steps on it prices every draft step as a forward over a context."""
     spec = dict(SPEC_CASES["standalone-chain"], draft_model_path=str(tiny_models[draft]))
     config = engine_config(tiny_models["mixtral-echo"], **spec)
     params = '{"moe-serve": {"acceptance_prior": 0.0, "judge_gate": false}}'
-    url = engine_pool.url(replace(config, settings=replace(config.settings, policy_params_json=params)))
+    steps = tmp_path / "steps.jsonl"
+    settings = replace(config.settings, policy_params_json=params, step_log=str(steps))
+    url = engine_pool.url(replace(config, settings=settings))
     judged = accepted = 0
     for prompt in ACCEPTING:
         custom = {"moe_serve": {"policy": "moe-serve"}}
@@ -174,6 +181,10 @@ def test_standalone_judges_its_draft_model_without_a_verify(draft, accepting, pl
         # what its consecutive tokens reuse is measured (its later drafts are priced by it); that resting steps
         # measure it is checked in test_expert_budget_routing.py, where one step can be made to rest
         assert stats["expert_reuse"] is not None, stats
+    logged = read_steps(steps)
+    judging = [s for s in logged if s["shadow"] and not any(s["k"])]
+    assert judging and all(s["judge_ms"] > 0 and s["draft_ms"] == 0 for s in judging), judging[:3]
+    assert all(s["judge_ms"] == 0 for s in logged if not s["shadow"]), logged[:3]
     if accepting:
         assert accepted == judged, (accepted, judged)
     else:

@@ -168,6 +168,32 @@ def test_drafting_not_yet_fitted_keeps_the_prior_at_the_machines_scale():
     assert model.coef.per_backlog_token == pytest.approx(10 * 2e-5)
 
 
+def test_judgements_are_fitted_apart_from_draft_steps():
+    """A judgement (one draft forward over a context, StepStats.judge_s) is priced by its own fit: counted as a
+    draft step with its catch-up, the fixed cost of a forward over ~130 rows made every draft step of a chain look
+    ~3x dearer than it is (3.5 ms fitted where a one-row draft forward took ~1 ms on the CPU engine). Before any
+    judgement is measured it is priced as a draft step with its catch-up."""
+    truth = {"per_draft_step": 1e-3, "judge_fixed": 3e-3, "per_judged_token": 4e-5}
+    model = StepTimeModel(
+        MoeShape(32, 4, 4), StepCoefficients(4e-3, 5e-5, 5e-5, 1e-3, 0.0, 5e-4, per_backlog_token=2e-5), ridge=1e-6
+    )
+    assert model.judgement_time(100) == pytest.approx(model.coef.per_draft_step + 100 * model.coef.per_backlog_token)
+    for i in range(40):
+        depth = 1 + i % 4
+        if i % 2:  # a plain step with a judgement of a context of 100-139 tokens, nothing drafted
+            judged = 100 + i
+            judge_s = truth["judge_fixed"] + truth["per_judged_token"] * judged
+            model.add(1, 1, [4] * 4, 0, 0, verify_s=0.006, draft_s=0.0, other_s=0.001, plain=True,
+                      judge_s=judge_s, judge_tokens=judged)  # fmt: skip
+        else:  # a speculative step of a chain of `depth` drafts, two tokens to catch up
+            draft_s = truth["per_draft_step"] * depth + 2e-5 * 2
+            model.add(depth + 1, 1, [8] * 4, depth, depth, verify_s=0.01, draft_s=draft_s, other_s=0.001,
+                      backlog_tokens=2)  # fmt: skip
+    model.refit()
+    assert model.coef.per_draft_step == pytest.approx(truth["per_draft_step"], rel=0.05)
+    assert model.judgement_time(130) == pytest.approx(truth["judge_fixed"] + 130 * truth["per_judged_token"], rel=0.05)
+
+
 def test_a_plain_step_is_priced_without_the_verify_path():
     """Steps where nobody speculated ran a plain decode: the model learns what the verify path adds over it (the
     linear fit alone: these steps' expert counts do not grow with tokens, which calibration would correct for)."""
