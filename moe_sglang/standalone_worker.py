@@ -159,6 +159,7 @@ def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...]):
         return ()
     start = time.perf_counter()
     shadow, ran = drafter.judge(batch, rows)
-    step.judge_s += time.perf_counter() - start
-    step.judge_tokens += ran
+    if shadow:  # a forward ran (none where nothing was emitted since their last judgement)
+        step.judge_s += time.perf_counter() - start
+        step.judge_tokens += ran
     return shadow
