@@ -4,6 +4,7 @@ functions of the policy, bound as its methods."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from service.policy.types import StepStats
@@ -36,9 +37,9 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
                 self._proven.add(r.request_id)
             if r.request_id in self._depth:
                 self.by_depth.update(depth_key(self._depth[r.request_id]), r.k, r.accepted)
-        if r.expert_reuse is not None:  # a mean at first, then an EMA over about ten tokens
+        if r.expert_reuse is not None:  # a mean at first, then an EMA over about REUSE_SPAN tokens
             mean, n = self._reuse.get(r.request_id, (0.0, 0))
-            self._reuse[r.request_id] = (mean + max(1.0 / (n + 1), 0.1) * (r.expert_reuse - mean), n + 1)
+            self._reuse[r.request_id] = (mean + max(1.0 / (n + 1), 1.0 / REUSE_SPAN) * (r.expert_reuse - mean), n + 1)
     for shadow in stats.shadow:
         self.accept.update(shadow.request_id, shadow.k, shadow.accepted)
         # a judged draft counts as a hit only where it was accepted to its end: the first of a draft's tokens is
@@ -75,6 +76,7 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
         self.model.refit()
 
 
+REUSE_SPAN = 10  # plain steps a request's expert reuse is a mean over (then an EMA of about as many)
 OWN_STEPS = 8  # a request's latest batch-1 speculative steps kept for its own cost ratio
 
 
@@ -132,19 +134,25 @@ def drafted_probs(self: MoeServePolicy, request_id: str, depth: int) -> list[flo
     return [w * own + (1.0 - w) * d for own, d in zip(self.accept.get(request_id), by_depth, strict=True)]
 
 
-def fresh_accepted(self: MoeServePolicy, reqs) -> float | None:
+def fresh_accepted(self: MoeServePolicy, reqs, bound: Callable[[float, float], float] | None = None) -> float | None:
     """Fresh routings per accepted draft of these requests (RequestView or RequestStepStats): 1 - the mean expert
-    reuse of those that measured theirs (moe_serve.py's module docstring, reuse); None where none did."""
-    known = [self._reuse[r.request_id][0] for r in reqs if r.request_id in self._reuse]
+    reuse of those that measured theirs (moe_serve.py's module docstring, reuse); None where none did. `bound`:
+    (reuse, plain steps measured, at most REUSE_SPAN) -> the reuse taken instead (an optimistic bound: `priced_for`)."""
+    known = [
+        m if bound is None else bound(m, min(n, REUSE_SPAN))
+        for r in reqs
+        if r.request_id in self._reuse
+        for m, n in (self._reuse[r.request_id],)
+    ]
     return 1.0 - sum(known) / len(known) if known else None
 
 
-def priced_for(self: MoeServePolicy, reqs) -> StepTimeModel:
+def priced_for(self: MoeServePolicy, reqs, reuse_bound: Callable[[float, float], float] | None = None) -> StepTimeModel:
     """The cost model every decision about these requests prices with: accepted drafts at their own expert reuse
     (`fresh_accepted`, StepTimeModel.reusing) where any measured it, else the fitted model; a batch of one request
     with its own cost ratio (`own_ratio`, StepTimeModel.owning; worked out once per step, the model changes only
-    when a step is observed)."""
-    fresh = fresh_accepted(self, reqs)
+    when a step is observed). `reuse_bound`: the reuse taken at that bound (the gates' optimism, hoped_gain)."""
+    fresh = fresh_accepted(self, reqs, reuse_bound)
     model = self.model if fresh is None else self.model.reusing(fresh)
     if len(reqs) == 1 and reqs[0].request_id in self._own:
         rid = reqs[0].request_id
