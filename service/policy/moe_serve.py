@@ -112,7 +112,7 @@
            the CPU engine (STANDALONE, moe-fine x48, batch 1) code's accepted drafts each touched 4 fresh experts
            per layer (1-draft verifies 40-43 ms, a plain step 24-25) and prose's none (2-draft verifies 26-28 ms),
            and priced at the split learnt from code and arithmetic, prose requests judged at p = 0.8-0.9 stayed plain
-           (1.00x of no speculation's TPOT, static K = 3 0.82x).
+           (1.00x of no speculation's TPOT, static K = 3 0.82x). The gates take an optimistic bound on it (hoped_gain).
   own cost a speculative step of a batch of one is that request's alone, so its measured time against what the policy
            prices it at (given the drafts its verify accepted) is the request's own: the mean log of that ratio over its
            latest batch-1 speculative steps, priced by the current model, shrunk toward 0 by n / (n + 1), scales the

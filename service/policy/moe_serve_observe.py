@@ -138,12 +138,12 @@ def fresh_accepted(self: MoeServePolicy, reqs, bound: Callable[[float, float], f
     """Fresh routings per accepted draft of these requests (RequestView or RequestStepStats): 1 - the mean expert
     reuse of those that measured theirs (moe_serve.py's module docstring, reuse); None where none did. `bound`:
     (reuse, plain steps measured, at most REUSE_SPAN) -> the reuse taken instead (an optimistic bound: `priced_for`)."""
-    known = [
-        m if bound is None else bound(m, min(n, REUSE_SPAN))
-        for r in reqs
-        if r.request_id in self._reuse
-        for m, n in (self._reuse[r.request_id],)
-    ]
+    known = []
+    for r in reqs:
+        found = self._reuse.get(r.request_id)
+        if found is not None:
+            reuse, steps = found
+            known.append(reuse if bound is None else bound(reuse, min(steps, REUSE_SPAN)))
     return 1.0 - sum(known) / len(known) if known else None
 
 

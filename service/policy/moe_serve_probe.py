@@ -83,8 +83,9 @@ def hoped_gain(
     judgements_pay). At its mean, a first judgement after 3 plain steps priced accepted drafts at what a request's
     first tokens reused, a mean over three (CPU engine, STANDALONE, moe-fine x48, Intel Xeon, fiftieth session:
     0.42-0.94 on prose, rising to 0.83 by the 17th token for one at 0.42), and prose requests whose gates declined
-    on it kept to K = 0 until a later gate, or to the end. Counted per step
-    (tokens_left / e steps) it was e times too small: in the CPU engine's STANDALONE cells (moe-fine x48) only the
+    on it kept to K = 0 until a later gate, or to the end (prose b1 1.01x of none's TPOT, 0.78x with the bound,
+    static K = 4 0.64-0.71x; bench/results/gate-reuse-s50). Counted per step (tokens_left / e steps) it was e times
+    too small: in the CPU engine's STANDALONE cells (moe-fine x48) only the
     very first wave's first judgements at batch 8 passed (2 batch-8 plain steps calibrated then; 8 requests'
     ~100-token contexts, ~40 ms, against 0.8-hoped drafts over 28 tokens each), and prose at batch 8 never
     speculated: 1.12-1.14x of none's TPOT where static K = 3 read 0.82x."""
