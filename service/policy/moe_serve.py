@@ -76,14 +76,19 @@
            again after `judge_after` steps, then after twice as many each time, where speculating could pay at an
            optimistic bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at
            batch 1; at the probes' 16 steps a prose request whose first 4 tokens matched the draft half the time
-           waited half its 32 tokens before the judgement that found 0.9). With `judged_first` it does not speculate
-           before its first judgement, for the reason given for drafts in hand (in a scratch cell, the second code
-           request at batch 1 speculated at once on the acceptance the first one's judgement left, at K = 1-4 for its
-           15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A judgement costs one draft
-           forward over what the draft cache lacks (which it then holds, so speculation that follows has no catch-up)
-           and no verify: in the CPU engine's STANDALONE cells a probe (3 drafts verified, the catch-up) cost ~10 % of
-           a 32-token request's TPOT (scratch cell, moe-fine x48: every request probed once and never speculated
-           after, 1.10-1.13x of none's TPOT).
+           waited half its 32 tokens before the judgement that found 0.9). A request that falls from speculating to
+           K = 0 is judged again at its second step there (`rejudge_after`; the first emits the token the
+           judgement's root needs), not after `judge_after`: in the CPU engine's STANDALONE prose cells (moe-fine x48,
+           batch 1) one rejected first draft took a request's own p from ~0.95 to ~0.66-0.68, a tie between J at
+           K = 0 and K = 3 inside the margin, and such requests rested 4 plain steps before the judgement whose first
+           outcome brought them back (bench/results/gate-reuse-s50/prices-after.jsonl). With `judged_first` it does
+           not speculate before its first judgement, for the reason given for drafts in hand (in a scratch cell, the
+           second code request at batch 1 speculated at once on the acceptance the first one's judgement left, at
+           K = 1-4 for its 15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A judgement costs
+           one draft forward over what the draft cache lacks (which it then holds, so speculation that follows has no
+           catch-up) and no verify: in the CPU engine's STANDALONE cells a probe (3 drafts verified, the catch-up)
+           cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine x48: every request probed once and never
+           speculated after, 1.10-1.13x of none's TPOT).
   scouting first judgements that do not pay together are a bet priced at the hoped-for rate, where what they buy is
            information: at batch 8 a wave's judgement (8 contexts caught up) costs about what drafts hoped at 0.8 would
            save, so small changes in the calibrated prices decided whether prose, whose drafts then proved 0.9-0.99,
@@ -191,6 +196,7 @@ class MoeServePolicy:
         judge_after: int = 4,
         judge_gate: bool = True,
         max_rest: int = 16,
+        rejudge_after: int = 2,
     ) -> None:
         if (
             k_max < 0
@@ -199,12 +205,13 @@ class MoeServePolicy:
             or refit_every < 1
             or min(probe_steps, probe_k) < 1
             or not 0.0 < probe_hope <= 1.0
-            or judge_after < 1
+            or min(judge_after, rejudge_after) < 1
             or max_rest < 0
         ):
             raise ValueError(
                 "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, "
-                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1, judge_after >= 1, max_rest >= 0"
+                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1, judge_after >= 1, rejudge_after >= 1, "
+                "max_rest >= 0"
             )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
@@ -235,6 +242,7 @@ class MoeServePolicy:
         self._unjudged: set[str] = set()  # requests whose first judgement was due and did not pay (judgements_pay)
         self._awaiting: set[str] = set()  # requests whose first judgement is weighed again after a scout's (scout)
         self.judge_after = judge_after  # tokens a request emits before its first judgement
+        self.rejudge_after = rejudge_after  # steps at K = 0 after a speculative step until it is judged (judging)
         # first judgements only where they could pay (judgements_pay); off: every request is judged once due, its
         # acceptance measured whatever that costs (acceptance statistics on an engine where speculation cannot pay)
         self.judge_gate = judge_gate
@@ -304,7 +312,7 @@ class MoeServePolicy:
             interval = self._interval.setdefault(rid, self._carried if learnt else self.probe_every)
             judged = batch.judging and r.draft_depth is None
             if ks[i] > 0:
-                self._idle[rid], self._interval[rid] = 0, self.judge_after if judged else self.probe_every
+                self._idle[rid], self._interval[rid] = 0, self.rejudge_after if judged else self.probe_every
                 self._probe_left.pop(rid, None)
                 self._rest_len.pop(rid, None)
                 self._carried = self.probe_every  # speculation pays again: the back-off is over
@@ -351,6 +359,7 @@ class MoeServePolicy:
             if not self.judge_gate or self._judgements_pay(first_due, ks, probs, caps, batch, self._batch_hope(batch)):
                 judge |= rids
                 self._unjudged -= rids
+                self._judged_now(rids)
             else:
                 self._unjudged |= rids
                 sent = self._scout(first_due, ks, probs, caps, batch)
@@ -358,6 +367,7 @@ class MoeServePolicy:
                     sid = reqs[sent].request_id
                     judge.add(sid)
                     self._unjudged.discard(sid)
+                    self._judged_now({sid})
                     self._awaiting |= rids - {sid}
                 else:  # nothing this step can change before the interval comes round: they rest until then
                     waiting.extend(first_due)
@@ -374,6 +384,15 @@ class MoeServePolicy:
         if self._probing and self._probe_breaks_slo(ks, chosen, probs, batch):
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         return plan(batch, ks, self._budget(), frozenset(judge), self._rests(waiting, ks, probs, caps, k_cap, batch))
+
+    def _judged_now(self, rids: set[str]) -> None:
+        """Requests whose first judgement runs this step are judged again `judge_after` steps on: a back-off that
+        first gates which did not pay built up (judge_due doubles the interval at each) was the gate's, and their
+        drafts are measured from now (in the CPU engine's STANDALONE prose cell at batch 1, moe-fine x48, the first
+        request's gate passed at its 17th token after two declines, measured p = 0.69, and it rested 16 steps, to
+        its end: bench/results/gate-reuse-s50/prices-after.jsonl)."""
+        for rid in rids:
+            self._idle[rid], self._interval[rid] = 0, self.judge_after
 
     _probe_breaks_slo = probe_breaks_slo
     _probes_pay = probes_pay

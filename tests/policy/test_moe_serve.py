@@ -761,6 +761,23 @@ def test_a_first_judgement_is_made_only_where_speculating_could_repay_it(tokens_
     assert ungated.decide(view(tokens_left)).judge == {"r0", "r1"}
 
 
+def test_a_first_judgement_made_late_is_followed_by_the_first_interval_not_the_gates_back_off():
+    """Each first gate that does not pay doubles the request's interval (judge_due); once its first judgement runs,
+    its drafts are measured from then on, and it is judged again `judge_after` steps later, not after the interval
+    the declined gates reached (a prose request at batch 1 on the CPU engine: gates declined at its 5th and 9th
+    tokens, judged at its 17th, p = 0.69, then rested 16 steps, to its end)."""
+    policy = cpu_like(0.9)
+    base = judged_batch(policy.judge_after)
+    short = replace(base, requests=tuple(replace(r, tokens_left=4, draft_backlog=230) for r in base.requests))
+    judged = [step for step in range(policy.judge_after + 1) if policy.decide(emitted(short, step)).judge]
+    assert not judged and policy._interval["r0"] == 2 * policy.judge_after  # declined twice: doubled
+    long = replace(base, requests=tuple(replace(r, tokens_left=64) for r in base.requests))
+    steps = range(policy.judge_after + 1, 3 * policy.judge_after + 1)
+    judged = [step for step in steps if policy.decide(emitted(long, step)).judge]
+    assert judged == [3 * policy.judge_after]  # at the doubled interval, where it now pays
+    assert policy._interval["r0"] == policy.judge_after and policy._idle["r0"] == 0
+
+
 @pytest.mark.parametrize(("burst", "rest"), [(1, 3), (4, 3), (3, 5)])
 def test_first_judgements_that_do_not_pay_rest_until_the_interval_comes_round(burst, rest):
     """A group whose first judgements did not pay (and sent no scout) has nothing to weigh before its back-off
@@ -1034,6 +1051,38 @@ def test_a_judged_request_rests_until_its_next_judgement_is_due():
     assert [r.k for r in policy.decide(emitted(view, 1)).requests] == [0, 0] and not policy.decide(
         emitted(view, 2)
     ).judge
+
+
+@pytest.mark.parametrize(("rejudge_after", "judged_at"), [(2, 7), (4, 9)])
+def test_a_request_that_stops_speculating_is_judged_again_at_its_second_plain_step(rejudge_after, judged_at):
+    """A judged request (STANDALONE) whose drafts began to be rejected falls to K = 0 at the knife edge (in the CPU
+    engine's prose cells at batch 1, one rejected first draft took a request's own p from ~0.95 to ~0.66-0.68, where
+    J at K = 3 and K = 0 differed by under the cost model's margin), and nothing about its drafts is measured until
+    its next judgement: after `judge_after` = 4 steps such requests rested 4 plain steps each time, then speculated
+    again on the judgement's first outcome. It is judged again at its second step at K = 0 (`rejudge_after`), the
+    first whose judgement measures something: the first one emits the token the judgement's root needs (the target's
+    correction of the rejected draft is the draft cache's newest root)."""
+    policy, view = judged_once({"r0": (1,) * 8, "r1": (0, 0, 0, 0)})
+    policy.rejudge_after = rejudge_after
+    view = replace(view, requests=view.requests[:1])
+    ks, judged, rejecting = [], [], True
+    for step in range(judged_at + 2):
+        d = policy.decide(emitted(view, step))
+        k = d.requests[0].k
+        rejecting = rejecting and not (step > 0 and k == 0)  # its drafts are rejected until it stops speculating
+        ks.append(k)
+        judged += [step] * bool(d.judge)
+        if k > 0:
+            step_s = (0.0294 + (0.0149 if rejecting else 0.0036) * k) / 0.9
+            spec = stats([k], [0 if rejecting else k], step_s, unique=(4 + 2 * k * rejecting,) * 4)
+            policy.observe(replace(spec, draft_s=0.0055 * k))
+        else:
+            shadow = (ShadowOutcome("r0", 4, 1, 1),) if d.judge else ()
+            policy.observe(replace(stats([0], [0], 0.0294 / 0.9), shadow=shadow, plain=True))
+    stopped = ks.index(0)
+    assert stopped > 1 and ks[stopped : judged_at + 1] == [0] * (judged_at + 1 - stopped)
+    assert judged == [judged_at] and stopped + rejudge_after - 1 == judged_at
+    assert ks[judged_at + 1] > 0  # the judgement's accepted draft brings it back
 
 
 def test_state_of_requests_that_left_is_forgotten():
