@@ -3,15 +3,14 @@ minimises J = T(K⃗) · Σ_r 1/e_r(K_r) in a step, and the predicted step time 
 
   rule     for draft depth D = 1, 2, ... (drafting is batch-wide, so each depth carries a fixed cost): start at
            K_r = D and drop the tail draft of the request that gains least while dropping it lowers J (its U_r < 1),
-           then drop whole the requests whose catch-up outweighs their drafts; keep the D with the lowest J, stop
-           after two depths without improvement, except where every request has its draft in hand (NGRAM: no
-           drafting cost), where every depth up to the largest cap is priced: J need not fall steadily with D, a
-           verify's first tokens waking the most fresh experts, so at batch 8 (CPU engine, moe-fine x48 on AMX
-           tiles, NGRAM prose at p ~ 0.7 per draft) D = 1 and 2 priced above K = 0 and D = 4 23 % below it, and the
-           search never reached it (static K = 3 ran 0.77x of no speculation's TPOT there, moe-serve 1.01x). For
-           STANDALONE the stop stays: pricing every depth there, with the cost scout (moe_serve.py), read 1.04-1.06x
-           in two of its cells where it had read 0.97-1.00 (bench/results/amx-b8-s47). K_r never exceeds the tokens
-           r has left after the step's own.
+           then drop whole the requests whose catch-up outweighs their drafts; keep the D with the lowest J over
+           every depth up to the largest cap: J need not fall steadily with D, a verify's first tokens waking the
+           most fresh experts, so at batch 8 (CPU engine, moe-fine x48 on AMX tiles, NGRAM prose at p ~ 0.7 per
+           draft) D = 1 and 2 priced above K = 0 and D = 4 23 % below it, and a search that stopped after two
+           depths without improvement never reached it (static K = 3 ran 0.77x of no speculation's TPOT there,
+           moe-serve 1.01x; bench/results/amx-b8-s47). It stopped so for STANDALONE until the fifty-first session,
+           where it kept prose at batch 8 plain with depth 4 priced 6 % under K = 0 (bench/results/prose-b8-s51).
+           K_r never exceeds the tokens r has left after the step's own.
   margin   drafts are chosen over K = 0 only where J falls by more than the cost model's measured error at this
            batch size and draft depth (StepTimeModel.error), and by at least MIN_MARGIN (1 %: before the error is
            measured, first bets are made on a gain, not on a tie): a batch-1 code request whose verifies were
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from service.policy.cost_model import StepTimeModel
 from service.policy.moe_serve_eliminate import eliminate
-from service.policy.moe_serve_terms import amortized, chain, drafts_in_hand, sort_key
+from service.policy.moe_serve_terms import amortized, chain, sort_key
 from service.policy.types import BatchView
 
 if TYPE_CHECKING:
@@ -60,10 +59,8 @@ def allocate(
     the batch whose verify layout prices the tokens and whose requests' draft backlogs price drafting (None =
     ragged, no backlog); `model`: the cost model to price with (default: `layout`'s requests' `_priced_for`).
 
-    With `drafting`, the depth D is searched from 1 up until two depths in a row bring no improvement (one
-    is not enough: the first draft step's fixed cost can make D = 1 lose where D = 3 wins), or to the largest cap
-    where every request has its draft in hand (the module docstring's rule); without it (trim), the drafts exist
-    already and one pass starts from caps."""
+    With `drafting`, every depth D from 1 to the largest cap is priced (the module docstring's rule); without it
+    (trim), the drafts exist already and one pass starts from caps."""
     model = model or (self.model if layout is None else self._priced_for(layout.requests))
     chains = chains_of(probs, caps)
     backlogs = [0.0] * len(chains) if layout is None else amortized(layout.requests, chains)
@@ -84,16 +81,10 @@ def allocate(
     if not drafting:
         ks, key = eliminate(model, self.expert_budget, chains, list(caps), cap_s, drafting, backlogs)
         return ks if better(ks, key) else best_ks
-    in_hand = layout is not None and drafts_in_hand(layout.requests)
-    stale = 0  # depths in a row that did not beat the best
     for depth in range(1, max(caps, default=0) + 1):
         ks, key = eliminate(model, self.expert_budget, chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs)
         if better(ks, key):
-            best_ks, best, stale = ks, key, 0
-        else:
-            stale += 1
-            if stale == 2 and not in_hand:
-                break  # J has stopped improving with depth
+            best_ks, best = ks, key
     return best_ks
 
 

@@ -1108,10 +1108,11 @@ def in_hand(view: BatchView, depth: int) -> BatchView:
 
 
 @pytest.mark.parametrize("drafts_in_hand", [True, False])
-def test_every_depth_is_priced_where_drafts_are_in_hand(monkeypatch, drafts_in_hand):
+def test_every_depth_is_priced(monkeypatch, drafts_in_hand):
     """J need not fall steadily with the draft depth (a verify's first tokens wake the most fresh experts): depths 1
-    and 2 above K = 0 and depth 3 below it, the allocation finds depth 3 where every draft is in hand (NGRAM), and
-    stops after two depths without improvement where drafting costs (STANDALONE)."""
+    and 2 above K = 0 and depth 3 below it, the allocation finds depth 3 whether every draft is in hand (NGRAM) or
+    drafting costs (STANDALONE; a search that stopped after two depths without improvement kept STANDALONE prose at
+    batch 8 plain on the CPU engine, bench/results/prose-b8-s51)."""
     from service.policy import moe_serve_allocate
 
     policy = trained(2, 0.7, k_max=4)
@@ -1125,13 +1126,14 @@ def test_every_depth_is_priced_where_drafts_are_in_hand(monkeypatch, drafts_in_h
         lambda model, budget, chains, ks, *rest: (ks, (plain[0], plain[1] * factor[max(ks)])),
     )
     chosen = policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)
-    assert chosen == ([3, 3] if drafts_in_hand else [0, 0])
+    assert chosen == [3, 3]
 
 
 def test_an_uncalibrated_bucket_scouts_its_speculative_cost(monkeypatch):
-    """Where the allocation keeps a step of drafts in hand plain and the batch size's speculative steps are not
-    calibrated, it is priced again with them at the bucket's plain ratio (StepTimeModel.scouting); once calibrated,
-    not; nor where drafting costs."""
+    """Where the allocation keeps a step plain and the batch size's speculative steps are not calibrated, it is
+    priced again with them at the bucket's plain ratio (StepTimeModel.scouting), drafts in hand (NGRAM) or not
+    (STANDALONE, whose prose at batch 8 on the CPU engine stayed plain on prices at the batch-1 fit, 1.3-1.6x what
+    such steps took: bench/results/prose-b8-s51); once calibrated, not."""
     policy = trained(8, 0.7, judged_first=False)
     seen = []
 
@@ -1143,8 +1145,7 @@ def test_an_uncalibrated_bucket_scouts_its_speculative_cost(monkeypatch):
     view = in_hand(batch(8), 4)
     assert [r.k for r in policy.decide(view).requests] == [2] * 8 and seen == [False, True]
     seen.clear()
-    assert all(r.k == 0 for r in policy.decide(batch(8)).requests)
-    assert True not in seen  # drafting costs (STANDALONE): no scout
+    assert [r.k for r in policy.decide(batch(8)).requests] == [2] * 8 and seen == [False, True]  # drafting costs
     seen.clear()
     monkeypatch.setattr(policy.model, "calibrated", lambda requests: True)
     assert [r.k for r in policy.decide(view).requests] == [0] * 8 and seen == [False]
