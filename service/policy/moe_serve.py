@@ -100,10 +100,10 @@
            together need not be alike). Costs are scouted too: a step the allocation keeps plain whose batch size has
            not calibrated speculative steps is priced again at their optimistic end (StepTimeModel.scouting), so a
            few speculative steps calibrate the bucket. Until then they are priced at the batch-1 fit, which on the
-           CPU engine (moe-fine x48, AMX tiles, batch 8) priced eight four-draft verifies 1.3-1.6x what they took;
-           STANDALONE prose there, judged at p = 0.43-0.98, stayed plain (1.02x of none's TPOT, static K = 4
-           0.71x) and with the scout read 0.76x; its code and math cells 0.99 and 1.05 before, 0.99 and 1.03 after
-           (bench/results/prose-b8-s51).
+           CPU engine (moe-fine x48, AMX tiles, batch 8) priced eight four-draft steps at 108-113 ms, where the
+           bucket's plain steps measured 0.63-0.74x the fit (the scout: 70-80 ms); STANDALONE prose there, judged at
+           p = 0.43-0.98, stayed plain (1.02x of none's TPOT, static K = 4 0.72x) and with the scout read 0.76x; its
+           code and math cells 0.99 and 1.05 before, 1.00 and 1.03 after (bench/results/prose-b8-s51).
   resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
            engine keeps it at K = 0 without showing it to a policy as a request that may draft, and a batch of
            resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0

@@ -79,8 +79,12 @@ def hoped_gain(
     request-seconds: J (a sum of the requests' times per token) at the best depth d <= probe_k against J(ks),
     priced by the cost model with accepted drafts at the target's own routing until measured
     (StepTimeModel.hoped), then at Wilson's upper bound (`_upper`) on the expert reuse the requests measured over
-    their plain steps, an optimistic bound as the acceptance is, times the group's mean tokens_left (probes_pay,
-    judgements_pay). At its mean, a first judgement after 3 plain steps priced accepted drafts at what a request's
+    their plain steps, an optimistic bound as the acceptance is, and speculative steps of a batch size not yet
+    calibrated at their optimistic end (StepTimeModel.scouting, as the allocation's cost scout), times the group's
+    mean tokens_left (probes_pay, judgements_pay). At the batch-1 fit, where a batch size's plain steps measured
+    0.63-0.74x it, the gates of STANDALONE prose waves at batch 8 read no gain at all once code and arithmetic
+    waves had calibrated those plain steps, and prose stayed plain there (1.06x of none's TPOT, static K = 4 0.74x:
+    CPU engine, moe-fine x48 on AMX tiles, bench/results/prose-b8-s51). At its mean, a first judgement after 3 plain steps priced accepted drafts at what a request's
     first tokens reused, a mean over three (CPU engine, STANDALONE, moe-fine x48, Intel Xeon, fiftieth session:
     0.42-0.94 on prose, rising to 0.83 by the 17th token for one at 0.42), and prose requests whose gates declined
     on it kept to K = 0 until a later gate, or to the end (prose b1 1.01x of none's TPOT, 0.78x with the bound,
@@ -97,8 +101,9 @@ def hoped_gain(
         batch, requests=tuple(replace(r, draft_backlog=0) if i in members else r for i, r in enumerate(reqs))
     )
     now = self._objective(ks, self._chains(probs, ks), whole, True, paid)[1]
-    # accepted drafts at the target's own routing until measured, then at an optimistic bound on the reuse measured
-    hoped_model = self._priced_for(reqs, _upper).hoped()
+    # accepted drafts at the target's own routing until measured, then at an optimistic bound on the reuse measured;
+    # a batch size whose speculative steps are not calibrated, at their optimistic end (the cost scout)
+    hoped_model = self._priced_for(reqs, _upper).hoped().scouting()
     tokens_left = sum(reqs[i].tokens_left for i in group) / len(group)
     gain = 0.0
     for depth in range(1, k + 1):

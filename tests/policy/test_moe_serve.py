@@ -860,6 +860,28 @@ def wave(tokens_so_far, backlogs, tokens_left=28):
     return BatchView(now=0.0, requests=requests, max_k=4, judging=True)
 
 
+def test_a_first_gate_prices_an_uncalibrated_batch_sizes_speculative_steps_at_their_optimistic_end(monkeypatch):
+    """The gates hope: where a batch size's speculative steps are not calibrated yet, they are priced at the
+    bucket's plain ratio (StepTimeModel.scouting), as the allocation's cost scout prices them. At the batch-1 fit
+    (here 1/0.6 of what the bucket's plain steps measured), a wave of 8 whose judgement the scouted prices repay
+    is declined; on the CPU engine such gates of STANDALONE prose waves at batch 8 read no gain at all after code
+    and arithmetic waves had calibrated the plain steps, and prose stayed plain there."""
+    policy = cpu_like(0.9)
+    fit = policy.model.step_time(8, 8, 0, 0)
+    for _ in range(12):
+        policy.observe(replace(stats([0] * 8, [0] * 8, 0.6 * fit, unique=(16,) * 4), plain=True, draft_steps=0))
+    policy.model.refit()
+    assert policy.model.step_time(8, 8, 0, 0) == pytest.approx(0.6 * fit, rel=0.05)
+    assert not policy.model.calibrated(8)
+    view, wave_of_8 = wave(policy.judge_after, [100] * 8, tokens_left=8), {f"r{i}" for i in range(8)}
+    unscouted = cpu_like(0.9)
+    unscouted.model = policy.model
+    monkeypatch.setattr(type(policy.model), "scouting", lambda self: self)
+    assert len(unscouted.decide(view).judge) < 8  # the premise: at the fit the wave's judgement does not pay
+    monkeypatch.undo()
+    assert policy.decide(view).judge == wave_of_8
+
+
 @pytest.mark.parametrize(("scout_hits", "others_judged"), [((1,) * 8, True), ((0,) * 8, False)])
 def test_a_scout_is_judged_alone_where_a_waves_first_judgements_do_not_pay_together(scout_hits, others_judged):
     """First judgements of a wave whose catch-up costs more than drafts hoped at `probe_hope` would save: the
