@@ -73,26 +73,25 @@ def hoped_gain(
     batch: BatchView,
     hope: list[float] | None = None,
 ) -> float:
-    """What speculating would save over the remaining tokens of `group` (batch indices, every tokens_left known) were
-    their drafts accepted at the hoped-for rate (`probe_hope`, or per draft position `hope`: batch_hope), the draft
-    model caught up with them, in
-    request-seconds: J (a sum of the requests' times per token) at the best depth d <= probe_k against J(ks),
-    priced by the cost model with accepted drafts at the target's own routing until measured
-    (StepTimeModel.hoped), then at Wilson's upper bound (`_upper`) on the expert reuse the requests measured over
-    their plain steps, an optimistic bound as the acceptance is, and speculative steps of a batch size not yet
-    calibrated at their optimistic end (StepTimeModel.scouting, as the allocation's cost scout), times the group's
-    mean tokens_left (probes_pay, judgements_pay). At the batch-1 fit, where a batch size's plain steps measured
-    0.63-0.74x it, the gates of STANDALONE prose waves at batch 8 read no gain at all once code and arithmetic
-    waves had calibrated those plain steps, and prose stayed plain there (1.06x of none's TPOT, static K = 4 0.74x:
-    CPU engine, moe-fine x48 on AMX tiles, bench/results/prose-b8-s51). At its mean, a first judgement after 3 plain steps priced accepted drafts at what a request's
-    first tokens reused, a mean over three (CPU engine, STANDALONE, moe-fine x48, Intel Xeon, fiftieth session:
-    0.42-0.94 on prose, rising to 0.83 by the 17th token for one at 0.42), and prose requests whose gates declined
-    on it kept to K = 0 until a later gate, or to the end (prose b1 1.01x of none's TPOT, 0.78x with the bound,
-    static K = 4 0.64-0.71x; bench/results/gate-reuse-s50). Counted per step (tokens_left / e steps) it was e times
-    too small: in the CPU engine's STANDALONE cells (moe-fine x48) only the
-    very first wave's first judgements at batch 8 passed (2 batch-8 plain steps calibrated then; 8 requests'
-    ~100-token contexts, ~40 ms, against 0.8-hoped drafts over 28 tokens each), and prose at batch 8 never
-    speculated: 1.12-1.14x of none's TPOT where static K = 3 read 0.82x."""
+    """What speculating would save over the remaining tokens of `group` (batch indices, every tokens_left known)
+    were their drafts accepted at the hoped-for rate (`probe_hope`, or per draft position `hope`: batch_hope), the
+    draft model caught up with them, in request-seconds: J (a sum of the requests' times per token) at the best
+    depth d <= probe_k against J(ks), priced by the cost model with accepted drafts at the target's own routing
+    until measured (StepTimeModel.hoped), then at Wilson's upper bound (`_upper`) on the expert reuse the requests
+    measured over their plain steps, an optimistic bound as the acceptance is, and speculative steps of a batch size
+    not yet calibrated at their optimistic end (StepTimeModel.scouting, as the allocation's cost scout), times the
+    group's mean tokens_left (probes_pay, judgements_pay). At the batch-1 fit, where a batch size's plain steps
+    measured 0.63-0.74x it, the gates of STANDALONE prose waves at batch 8 read no gain at all once code and
+    arithmetic waves had calibrated those plain steps, and prose stayed plain there (1.06x of none's TPOT, static-4
+    0.74x: CPU engine, moe-fine x48 on AMX tiles, bench/results/prose-b8-s51). At its mean reuse, a first
+    judgement after 3 plain steps priced accepted drafts at what a request's first tokens reused, a mean over three
+    (CPU engine, STANDALONE, moe-fine x48, Intel Xeon, fiftieth session: 0.42-0.94 on prose, rising to 0.83 by the
+    17th token for one at 0.42), and prose requests whose gates declined on it kept to K = 0 until a later gate, or
+    to the end (prose b1 1.01x of none's TPOT, 0.78x with the bound, static K = 4 0.64-0.71x;
+    bench/results/gate-reuse-s50). Counted per step (tokens_left / e steps) it was e times too small: in the CPU
+    engine's STANDALONE cells (moe-fine x48) only the very first wave's first judgements at batch 8 passed (2
+    batch-8 plain steps calibrated then; 8 requests' ~100-token contexts, ~40 ms, against 0.8-hoped drafts over 28
+    tokens each), and prose at batch 8 never speculated: 1.12-1.14x of none's TPOT where static K = 3 read 0.82x."""
     reqs = batch.requests
     k = min(self.probe_k, batch.max_k)
     whole = float("inf")

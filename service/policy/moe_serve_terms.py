@@ -11,11 +11,6 @@ def life_cap(k: int, r: RequestView) -> int:
     return k if r.tokens_left is None else max(min(k, r.tokens_left - 1), 0)
 
 
-def drafts_in_hand(requests: tuple[RequestView, ...]) -> bool:
-    """Every request holds its draft already (NGRAM): no drafting cost rides on the depth."""
-    return all(r.draft_depth is not None for r in requests)
-
-
 def amortized(requests: tuple[RequestView, ...], chains: list[list[float]]) -> list[float]:
     """Each request's draft backlog as one step's share: the catch-up is paid once and serves the rest of the
     request's life, about tokens_left / e steps at its best expected tokens per step e (the whole backlog when the
