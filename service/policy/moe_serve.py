@@ -76,12 +76,10 @@
            again after `judge_after` steps, then after twice as many each time, where speculating could pay at an
            optimistic bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at
            batch 1; at the probes' 16 steps a prose request whose first 4 tokens matched the draft half the time
-           waited half its 32 tokens before the judgement that found 0.9). A request that falls from speculating to
-           K = 0 is judged again at its second step there (`rejudge_after`; the first emits the token the
-           judgement's root needs), not after `judge_after`: in the CPU engine's STANDALONE prose cells (moe-fine x48,
-           batch 1) one rejected first draft took a request's own p from ~0.95 to ~0.66-0.68, a tie between J at
-           K = 0 and K = 3 inside the margin, and such requests rested 4 plain steps before the judgement whose first
-           outcome brought them back (bench/results/gate-reuse-s50/prices-after.jsonl). With `judged_first` it does
+           waited half its 32 tokens before the judgement that found 0.9). One that falls from speculating to K = 0
+           is judged again at its second step there (`rejudge_after`; the first emits the judgement's root): after one
+           rejected draft (p ~0.95 -> ~0.67, a tie with K = 0) prose requests rested 4 plain steps before the judgement
+           that brought them back (bench/results/gate-reuse-s50/prices-after.jsonl). With `judged_first` it does
            not speculate before its first judgement, for the reason given for drafts in hand (in a scratch cell, the
            second code request at batch 1 speculated at once on the acceptance the first one's judgement left, at
            K = 1-4 for its 15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A judgement costs
@@ -99,11 +97,9 @@
            measured (`batch_hope`, an optimistic bound as for rejudging; only raised, since requests decoding
            together need not be alike). Costs are scouted too: a step the allocation keeps plain whose batch size has
            not calibrated speculative steps is priced again at their optimistic end (StepTimeModel.scouting), so a
-           few speculative steps calibrate the bucket. Until then they are priced at the batch-1 fit, which on the
-           CPU engine (moe-fine x48, AMX tiles, batch 8) priced eight four-draft steps at 108-113 ms, where the
-           bucket's plain steps measured 0.63-0.74x the fit (the scout: 70-80 ms); STANDALONE prose there, judged at
-           p = 0.43-0.98, stayed plain (1.02x of none's TPOT, static K = 4 0.72x) and with the scout read 0.76x; its
-           code and math cells 0.99 and 1.05 before, 1.00 and 1.03 after (bench/results/prose-b8-s51).
+           few speculative steps calibrate the bucket; at the batch-1 fit (1.35-1.6x the scout's price on AMX tiles)
+           STANDALONE prose at batch 8 stayed plain, 1.02x of none's TPOT, 0.76x scouted
+           (bench/results/prose-b8-s51).
   resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
            engine keeps it at K = 0 without showing it to a policy as a request that may draft, and a batch of
            resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0
@@ -147,6 +143,7 @@ from service.policy.moe_serve_observe import drafted_probs, observe, priced_for
 from service.policy.moe_serve_probe import (
     batch_hope,
     judge_due,
+    judged_now,
     judgements_pay,
     probe_breaks_slo,
     probes_pay,
@@ -390,15 +387,7 @@ class MoeServePolicy:
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         return plan(batch, ks, self._budget(), frozenset(judge), self._rests(waiting, ks, probs, caps, k_cap, batch))
 
-    def _judged_now(self, rids: set[str]) -> None:
-        """Requests whose first judgement runs this step are judged again `judge_after` steps on: a back-off that
-        first gates which did not pay built up (judge_due doubles the interval at each) was the gate's, and their
-        drafts are measured from now (in the CPU engine's STANDALONE prose cell at batch 1, moe-fine x48, the first
-        request's gate passed at its 17th token after two declines, measured p = 0.69, and it rested 16 steps, to
-        its end: bench/results/gate-reuse-s50/prices-after.jsonl)."""
-        for rid in rids:
-            self._idle[rid], self._interval[rid] = 0, self.judge_after
-
+    _judged_now = judged_now
     _probe_breaks_slo = probe_breaks_slo
     _probes_pay = probes_pay
     _judge_due = judge_due
