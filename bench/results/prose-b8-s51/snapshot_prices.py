@@ -35,5 +35,5 @@ def report(path: str) -> None:
 
 
 if __name__ == "__main__":
-    for path in sorted(glob.glob(f"{sys.argv[1]}/*.pkl")):
+    for path in sorted(glob.glob(f"{sys.argv[1]}/[0-9]*.pkl")):  # decisions (gate-*.pkl: gate_prices.py)
         report(path)
