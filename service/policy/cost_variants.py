@@ -31,7 +31,7 @@ def reusing(self: StepTimeModel, fresh_accepted: float) -> StepTimeModel:
 def owning(self: StepTimeModel, ratio: float) -> StepTimeModel:
     """This model, except that its speculative steps are priced `ratio` times what it predicts (plain steps as
     they are): what one request's own speculative steps measured against this model's prices at batch 1, where
-    a step is that request's alone (moe_serve.py's docstring, own cost). Requests differ there by more than their
+    a step is that request's alone (moe_serve_observe.own_ratio). Requests differ there by more than their
     expert reuse prices: on the CPU engine (STANDALONE, moe-fine x48, batch 1) a code request's one-draft steps
     took 55-60 ms, each priced at 50.4 ms, and it kept verifying one draft at p ~ 0.9, 1.08x the time a plain
     decode of its tokens took; a prose request's three-draft steps took 37-45 ms, priced at 56-68 ms from code

@@ -111,24 +111,11 @@
            reset by a draft accepted to its end, which also ends a rest: the engine still judges a resting request's
            free draft, so rests may be long (16). In a batch rests end together (align_rests, join_rests). What
            rests measured on the CPU engine: moe_serve_probe.rests.
-  reuse    an accepted draft is the token the target emits next, so it reuses what the request's own consecutive
-           tokens reuse; the engine measures that on plain steps (StepStats' expert_reuse: the share of a token's
-           experts its previous token also routed to) and accepted drafts are priced at 1 - its mean over the batch's
-           requests that measured it (StepTimeModel.reusing) instead of the bucket's split, which mixes requests: on
-           the CPU engine (STANDALONE, moe-fine x48, batch 1) code's accepted drafts each touched 4 fresh experts
-           per layer (1-draft verifies 40-43 ms, a plain step 24-25) and prose's none (2-draft verifies 26-28 ms),
-           and priced at the split learnt from code and arithmetic, prose requests judged at p = 0.8-0.9 stayed plain
-           (1.00x of no speculation's TPOT, static K = 3 0.82x). The gates take an optimistic bound on it (hoped_gain).
-  own cost a speculative step of a batch of one is that request's alone, so its measured time against what the policy
-           prices it at (given the drafts its verify accepted) is the request's own: the mean log of that ratio over its
-           latest batch-1 speculative steps, priced by the current model, shrunk toward 0 by n / (n + 1), scales the
-           prices of its later speculative steps at batch 1, within OWN_RATIO_BOUNDS and never under a plain step's
-           price (moe_serve_observe.own_cost, StepTimeModel.owning; plain steps as they are). Requests differ by
-           more than their expert reuse prices and the bucket's calibration mixes them: in the CPU engine's STANDALONE
-           code cell (moe-fine x48, batch 1) one request's one-draft steps took 55-60 ms, each priced 50.4 ms, and it
-           verified one draft at p ~ 0.9 six times, 1.08x the time a plain decode of its tokens took; a prose request's
-           one-draft steps took 25-34 ms. At larger batches a step is shared and the bucket's calibration stays the only
-           one.
+  reuse    accepted drafts are priced at the expert reuse the requests' own plain-decoded tokens measured, not the
+           bucket's split, which mixes requests (moe_serve_observe.fresh_accepted); the gates at an optimistic
+           bound on it (hoped_gain).
+  own cost at batch 1 a request's speculative steps are priced by the ratio its own such steps measured against
+           their prices (moe_serve_observe.own_ratio).
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """

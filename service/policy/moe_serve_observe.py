@@ -1,5 +1,5 @@
-"""What moe-serve learns from each step (moe_serve.py's module docstring: drafts, reuse, and the cost model's refits):
-functions of the policy, bound as its methods."""
+"""What moe-serve learns from each step (moe_serve.py's module docstring: drafts, and the cost model's refits; the
+expert reuse and own cost, `fresh_accepted` and `own_ratio`): functions of the policy, bound as its methods."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ OWN_STEPS = 8  # a request's latest batch-1 speculative steps kept for its own c
 
 
 def own_cost(self: MoeServePolicy, stats: StepStats) -> None:
-    """Keep a batch-1 speculative step, which is its request's alone (moe_serve.py's docstring, own cost): what it
+    """Keep a batch-1 speculative step, which is its request's alone (`own_ratio`): what it
     did (verify tokens, draft steps and tokens, the draft model's catch-up, drafts accepted) and what it took. Not
     the first speculative step at batch 1, which pays one-time costs (StepTimeModel.warmed)."""
     if stats.batch_size != 1 or stats.plain or stats.verify_tokens <= 1 or not stats.requests:
@@ -101,7 +101,14 @@ def own_ratio(self: MoeServePolicy, request_id: str, model: StepTimeModel) -> fl
     priced only as far as its steps whose drafts were mostly accepted say: what makes a request's speculation cheap
     is accepted drafts that route with the token before them (prose), and a step whose drafts were rejected says
     nothing about that (in a unit test whose steps all took the same time, a request whose probe's drafts were all
-    rejected was priced at a plain step and speculated at the p one failure left it)."""
+    rejected was priced at a plain step and speculated at the p one failure left it). Why: a speculative step of a
+    batch of one is that request's alone, so its measured time against its price (given the drafts its verify
+    accepted) is the request's own, and requests differ by more than their expert reuse prices while the bucket's
+    calibration mixes them: in the CPU engine's STANDALONE code cell (moe-fine x48, batch 1) one request's one-draft
+    steps took 55-60 ms, each priced 50.4 ms, and it verified one draft at p ~ 0.9 six times, 1.08x the time a plain
+    decode of its tokens took; a prose request's one-draft steps took 25-34 ms. A ratio never prices a speculative
+    step under a plain one (StepTimeModel.owning); at larger batches a step is shared and the bucket's calibration
+    stays the only one."""
     logs, accepted_logs = [], []
     for tokens, draft_steps, drafts, backlog, accepted, measured in self._own.get(request_id, ()):
         predicted = model.step_time(tokens, 1, draft_steps, drafts, self.expert_budget, backlog, accepted)
@@ -136,8 +143,16 @@ def drafted_probs(self: MoeServePolicy, request_id: str, depth: int) -> list[flo
 
 def fresh_accepted(self: MoeServePolicy, reqs, bound: Callable[[float, float], float] | None = None) -> float | None:
     """Fresh routings per accepted draft of these requests (RequestView or RequestStepStats): 1 - the mean expert
-    reuse of those that measured theirs (moe_serve.py's module docstring, reuse); None where none did. `bound`:
-    (reuse, plain steps measured, at most REUSE_SPAN) -> the reuse taken instead (an optimistic bound: `priced_for`)."""
+    reuse of those that measured theirs; None where none did. `bound`: (reuse, plain steps measured, at most
+    REUSE_SPAN) -> the reuse taken instead (an optimistic bound: `priced_for`). Why: an accepted draft is the token
+    the target emits next, so it reuses what the request's own consecutive tokens reuse; the engine measures that on
+    plain steps (StepStats' expert_reuse: the share of a token's experts its previous token also routed to) and
+    accepted drafts are priced at 1 - its mean over the batch's requests that measured it (StepTimeModel.reusing)
+    instead of the bucket's split, which mixes requests: on the CPU engine (STANDALONE, moe-fine x48, batch 1)
+    code's accepted drafts each touched 4 fresh experts per layer (1-draft verifies 40-43 ms, a plain step 24-25)
+    and prose's none (2-draft verifies 26-28 ms), and priced at the split learnt from code and arithmetic, prose
+    requests judged at p = 0.8-0.9 stayed plain (1.00x of no speculation's TPOT, static K = 3 0.82x). The gates take
+    an optimistic bound on it (hoped_gain)."""
     known = []
     for r in reqs:
         found = self._reuse.get(r.request_id)
