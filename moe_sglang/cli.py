@@ -75,8 +75,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         default=EngineSettings().expert_weights,
         choices=EXPERT_WEIGHTS,
         help="CPU engine's MoE expert weights: bf16-exact = kept as bfloat16 where every value of a layer's is one (a "
-        "bfloat16 checkpoint's), read at half the bytes and multiplied in float32; float32 = SGLang's float32 copy "
-        "(for comparisons)",
+        "bfloat16 checkpoint's), read at half the bytes and multiplied in float32, and so the target's LM head for "
+        "decode and verify forwards of <= 16 rows; float32 = SGLang's float32 copies (for comparisons)",
     )
     parser.add_argument(
         "--draft-forward",

@@ -115,6 +115,10 @@ def server_env(config: EngineConfig, base: dict[str, str] | None = None) -> dict
         # spec_utils.py compiles one helper with torch.compile(dynamic=True); on CPU that runs Inductor's C++ build
         # (17-30 s at the first draft, STANDALONE 10-30x slower) for identical output.
         env.setdefault("TORCH_COMPILE_DISABLE", "1")
+        # SGLang's eager runner copies every forward's inputs into the static buffers CUDA graphs replay from
+        # (EagerRunner.load_batch); a CPU engine captures none, so the copy is pure cost (~4 % of a batch-1 moe-fine
+        # decode step's samples, README, issue 15). SGLang's own switch hands the model the batch's tensors instead.
+        env.setdefault("SGLANG_EAGER_INPUT_NO_COPY", "1")
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
     env.update(config.settings.to_env())  # the channel into SGLang's scheduler process (settings.py)

@@ -120,7 +120,11 @@ def _load_cpu() -> None:
         planned = settings.cpu_gemm in PLANNED_DENSE
         dense = cpu_dense.product if planned else None
         kinds = None if settings.target_forward == "torch-ops" else cpu_dense.kinds if planned else _linear_kinds
-        target_forward.install(dense, inline_moe=settings.target_forward in ("direct", "torch-ops"), kinds=kinds)
+        # the LM head read as bfloat16 with the experts (expert_weights=bf16-exact), by the stream forms (planned)
+        narrow = planned and settings.expert_weights == "bf16-exact"
+        target_forward.install(
+            dense, inline_moe=settings.target_forward in ("direct", "torch-ops"), kinds=kinds, narrow=narrow
+        )
     for target, name in _TRITON_ONLY.items():
         hook(target, getattr(shared_expert_gate, name), "replace")
     STATE.sampled_verify = sampled_verify.install()

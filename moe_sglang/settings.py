@@ -110,7 +110,7 @@ class EngineSettings:
     verify_layout: str = "ragged"  # VERIFY_LAYOUTS
     cpu_attention: str = "fused"  # CPU_ATTENTION
     cpu_gemm: str = "tuned"  # CPU_GEMM
-    expert_weights: str = "bf16-exact"  # EXPERT_WEIGHTS
+    expert_weights: str = "bf16-exact"  # EXPERT_WEIGHTS (bf16-exact: the target's LM head too, target_forward.py)
     draft_forward: str = "direct"  # DRAFT_FORWARD
     target_forward: str = "direct"  # TARGET_FORWARD
     process_start: str = "fork"  # PROCESS_START

@@ -35,25 +35,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
-from moe_sglang.cpu_moe import stream_kinds
+from moe_sglang.cpu_moe import exact_bf16, stream_kinds
 from moe_sglang.direct_layers import AttentionDims, RaggedBatch, qkv_rope, ragged_attention, rms_norm
 from moe_sglang.expert_budget import budgeted, record_routed
 from moe_sglang.inline_moe import InlineMoE, blocked
-from service.kernels import decode_attention, decode_moe
+from service.kernels import decode_attention, decode_moe, stream_gemm
 from service.kernels.attention_cpu import _gathered, _padded_slots
 from service.kernels.attention_fused import sdpa
 from service.kernels.rope import neox_tables
+from service.kernels.small_gemm import MAX_ROWS, GemmPlan
 
 logger = logging.getLogger(__name__)
 
 ARCHITECTURE = "MixtralForCausalLM"
 _LOGGED: set[str] = set()  # the reasons a decode or verify forward went to SGLang's forward, logged once each
 _MOE_OP_RAN = "target model: MoE sublayers ran by the decode_moe op"
+_LM_HEAD_BF16 = f"bfloat16 for <= {MAX_ROWS} rows"
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,21 @@ class DirectTarget:
     # decode and verify forwards take the C++ op of service/kernels/decode_moe.py (with `kinds`); None: they do not
     record_routing: Callable | None = None
     renorm_eps: float = 0.0  # SGLang's _RENORMALIZE_SUM_EPSILON, for the op's renormalization
+    # the LM head as bfloat16 (every value exact: a bfloat16 checkpoint's, which SGLang widens) and its planned
+    # product, for forwards of at most MAX_ROWS rows; None: the float32 LM head only (`narrowed`)
+    lm_head_bf16: tuple[torch.Tensor, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] | None = None
+
+    def narrowed(self) -> DirectTarget:
+        """This forward with `lm_head_bf16` set where every LM head value is a bfloat16 one and the stream forms can
+        read bfloat16 (tuned for its shape here), else itself. On moe-fine the float32 LM head (8192 x 256) is 8.4 of
+        the ~12 MB of weights a batch-1 decode reads; SGLang's prefill and forwards of more rows keep reading it, so
+        the copy adds half its bytes to memory."""
+        if not stream_gemm.load():
+            return self
+        narrow = exact_bf16(self.lm_head.detach())
+        if narrow is None:
+            return self
+        return replace(self, lm_head_bf16=(narrow, GemmPlan().tune([narrow], inputs=torch.float32).mm))
 
     @classmethod
     def of(
@@ -302,7 +319,11 @@ class DirectTarget:
         return h + self._moe(layer, h, inline)
 
     def _lm_head(self, h: torch.Tensor) -> torch.Tensor:
-        return self.mm(rms_norm(h, self.norm, self.eps), self.lm_head)[:, : self.vocab]
+        x = rms_norm(h, self.norm, self.eps)
+        if self.lm_head_bf16 is not None and x.shape[0] <= MAX_ROWS:
+            weight, mm = self.lm_head_bf16
+            return mm(x, weight)[:, : self.vocab]
+        return self.mm(x, self.lm_head)[:, : self.vocab]
 
 
 def _step_slots(
@@ -317,10 +338,13 @@ def _step_slots(
     return slots, valid[:, None, :]
 
 
-def model_class(dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None) -> type:
+def model_class(
+    dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None, narrow: bool = False
+) -> type:
     """SGLang's MixtralForCausalLM with decode and ragged verify forwards run by DirectTarget where it reproduces the
     model (built at the first such forward, when the weights are loaded); `dense` multiplies the dense products
-    (default F.linear); `kinds`: decode attention by the C++ op, its products in these forms (DirectTarget.of)."""
+    (default F.linear); `kinds`: decode attention by the C++ op, its products in these forms (DirectTarget.of);
+    `narrow`: a bfloat16-exact LM head also kept as bfloat16 (DirectTarget.narrowed)."""
     from sglang.srt.layers.logits_processor import LogitsProcessor, LogitsProcessorOutput
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
     from sglang.srt.model_executor.forward_context import get_attn_backend
@@ -364,15 +388,16 @@ def model_class(dense: Callable | None = None, inline_moe: bool = True, kinds: C
         def _direct(self) -> DirectTarget | None:
             if not hasattr(self, "_moe_serve_direct"):
                 direct, why = DirectTarget.of(self, dense, inline_moe, kinds)
-                self._moe_serve_direct = direct
+                self._moe_serve_direct = direct.narrowed() if direct is not None and narrow else direct
                 if direct is None:
                     logger.info("target model: SGLang's forward (%s)", why)
                 else:
                     logger.info(
-                        "target model: direct decode forward (%d layers, attention %s, MoE %s)",
+                        "target model: direct decode forward (%d layers, attention %s, MoE %s, LM head %s)",
                         len(direct.layers),
                         "torch ops" if direct.kinds is None else "decode_attention op",
                         "torch ops" if direct.record_routing is None else "decode_moe op",
+                        "float32" if self._moe_serve_direct.lm_head_bf16 is None else _LM_HEAD_BF16,
                     )
                     if direct.modules_why:
                         logger.info("target model: MoE through SGLang's modules (%s)", direct.modules_why)
@@ -414,8 +439,10 @@ def _not_direct(forward_batch, backend, layout, capture_modes) -> str:
     return ""
 
 
-def install(dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None) -> None:
+def install(
+    dense: Callable | None = None, inline_moe: bool = True, kinds: Callable | None = None, narrow: bool = False
+) -> None:
     """Register the subclass for MixtralForCausalLM in SGLang's model registry (this process's model loads)."""
     from sglang.srt.models.registry import ModelRegistry
 
-    ModelRegistry.models[ARCHITECTURE] = model_class(dense, inline_moe, kinds)
+    ModelRegistry.models[ARCHITECTURE] = model_class(dense, inline_moe, kinds, narrow)

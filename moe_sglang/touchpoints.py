@@ -454,6 +454,11 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
         )
         for name in ("w13_weight", "w2_weight")
     ),
+    Touchpoint(
+        "sglang.srt.environ.Envs.SGLANG_EAGER_INPUT_NO_COPY",
+        "attribute",
+        "set on the CPU engine (launch.server_env): the eager runner's input copy serves CUDA graphs only",
+    ),
     *(
         Touchpoint(f"sglang.srt.environ.Envs.{name}", "attribute", "routing simulation replaces the router's choice")
         for name in ("SGLANG_SIMULATE_UNIFORM_EXPERTS", "SGLANG_SIMULATE_ROUND_ROBIN_EXPERTS")

@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from moe_sglang.process_start import FORKED
+from moe_sglang.target_forward import _LM_HEAD_BF16
 from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
@@ -59,3 +60,4 @@ def test_bfloat16_valued_experts_are_kept_narrow_and_greedy_equals_transformers(
     log = engine_pool.logs[config].read_text()
     assert "kept as bfloat16 (every value exact)" in log
     assert "MoE sublayers ran by the decode_moe op" in log
+    assert f"LM head {_LM_HEAD_BF16})" in log, "its LM head read as bfloat16 too (target_forward.py)"

@@ -21,12 +21,15 @@ def test_cpu_defaults_keep_intel_amx_backend_fp32_and_cpu_env():
     env = server_env(config, base={"TORCH_COMPILE_DISABLE": "0"})
     assert env["SGLANG_USE_CPU_ENGINE"] == "1"
     assert env["TORCH_COMPILE_DISABLE"] == "0", "an explicit user setting wins"
+    assert env["SGLANG_EAGER_INPUT_NO_COPY"] == "1", "no copy into CUDA-graph buffers on CPU"
+    assert server_env(config, base={"SGLANG_EAGER_INPUT_NO_COPY": "0"})["SGLANG_EAGER_INPUT_NO_COPY"] == "0"
 
 
 def test_gpu_leaves_backends_to_sglang():
     argv = server_argv(EngineConfig(model_path="/m", device="cuda"))
     assert "--attention-backend" not in argv and flag(argv, "--device") is None
-    assert "SGLANG_USE_CPU_ENGINE" not in server_env(EngineConfig(device="cuda"), base={})
+    env = server_env(EngineConfig(device="cuda"), base={})
+    assert "SGLANG_USE_CPU_ENGINE" not in env and "SGLANG_EAGER_INPUT_NO_COPY" not in env
 
 
 @pytest.mark.parametrize(

@@ -3,15 +3,18 @@ Mixtral on the same weights: two requests of different lengths decoded token by 
 attention path) and one alone (the unpadded path), GQA heads; every token's K/V lands in its own slot of the pool,
 and the routing and experts are the layer's own callables (in the engine: SGLang's TopK and FusedMoE modules)."""
 
+import copy
 import dataclasses
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from moe_sglang import cpu_rope
 from moe_sglang.target_forward import DirectTarget, TargetLayer
 from service.kernels import stream_gemm
 from service.kernels.moe_ref import moe_forward, route_topk
+from service.kernels.small_gemm import MAX_ROWS
 from tests.moe_sglang.direct_fixtures import fused_qkv, nan_pool, spread_weights, two_request_slots
 
 HEADS, KV_HEADS, HEAD_DIM, EXPERTS, TOP_K, SLOTS, CONTEXT = 4, 2, 16, 8, 2, 128, 64
@@ -134,6 +137,28 @@ def test_decode_equals_transformers_mixtral(hf, kinds):
         expected[REQ_TO_TOKEN[1, : len(B)].long()] = True
         assert torch.equal(written, expected)
     assert direct.layers[0].topk.calls == len(A) * len(direct.layers), "routing: the layer's own, once per layer"
+
+
+def test_a_bfloat16_valued_lm_head_is_read_narrow_by_forwards_of_few_rows(hf):
+    assert stream_gemm.load(), stream_gemm.error()
+    assert direct_of(hf).narrowed().lm_head_bf16 is None, "an LM head that is not bfloat16 values stays float32"
+    bf16_hf = copy.deepcopy(hf)
+    with torch.no_grad():
+        bf16_hf.lm_head.weight.copy_(hf.lm_head.weight.to(torch.bfloat16).float())
+    direct = direct_of(bf16_hf).narrowed()
+    weight, planned = direct.lm_head_bf16
+    assert weight.dtype == torch.bfloat16 and torch.equal(weight.float(), bf16_hf.lm_head.weight)
+    read = []  # (weight dtype, rows) of every LM head product
+    direct = dataclasses.replace(
+        direct,
+        mm=lambda x, w: read.append((w.dtype, x.shape[0])) or F.linear(x, w),
+        lm_head_bf16=(weight, lambda x, w: read.append((w.dtype, x.shape[0])) or planned(x, w)),
+    )
+    h = torch.randn(MAX_ROWS + 1, hf.config.hidden_size)
+    full, few = direct._lm_head(h), direct._lm_head(h[:3])
+    assert read == [(torch.float32, MAX_ROWS + 1), (torch.bfloat16, 3)]
+    assert few.shape == (3, hf.config.vocab_size)
+    torch.testing.assert_close(few, full[:3], atol=1e-5, rtol=1e-5)  # the same function to float rounding
 
 
 def verify(direct, pool, parts):
