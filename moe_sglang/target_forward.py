@@ -99,9 +99,9 @@ class DirectTarget:
 
     def narrowed(self) -> DirectTarget:
         """This forward with `lm_head_bf16` set where every LM head value is a bfloat16 one and the stream forms can
-        read bfloat16 (tuned for its shape here), else itself. On moe-fine the float32 LM head (8192 x 256) is 8.4 MB of
-        the 10.7 MB of weights bench.step_profile counts in a batch-1 decode; SGLang's prefill and forwards of more rows keep reading it, so
-        the copy adds half its bytes to memory."""
+        read bfloat16 (tuned for its shape here), else itself. On moe-fine the float32 LM head (8192 x 256) is 8.4 MB
+        of the 10.7 MB of weights bench.step_profile counts in a batch-1 decode; SGLang's prefill and forwards of
+        more rows keep reading it, so the copy adds half its bytes to memory."""
         if not stream_gemm.load():
             return self
         narrow = exact_bf16(self.lm_head.detach())
