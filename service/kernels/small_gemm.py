@@ -43,6 +43,7 @@ import functools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +65,7 @@ FORMS = (
 STREAM_FORMS = FORMS[2:]  # our kernel's: one per stream_gemm.KINDS entry, then its AMX_KINDS
 AMX_FORMS = STREAM_FORMS[len(stream_gemm.KINDS) :]  # bfloat16 weights only, where stream_gemm.amx_ready()
 MARGIN = 0.05  # a form other than `linear` is kept only where it timed at least this much faster
+COLD_CACHE_BYTES = 32 << 20  # the last-level cache assumed where the OS does not say (timed_matrices)
 MAX_ROWS = 16  # row counts tuned per shape; beyond, F.linear (BLAS's GEMM path is the fast one there)
 # the weight dtypes the stream walks read (x is float32): bfloat16 widened to float32 in registers; torch's forms get
 # a float32 copy of a bfloat16 weight, so a plan for bfloat16 weights times the stream forms only
@@ -244,6 +246,39 @@ def moe_experts_python(
     )
 
 
+def last_level_cache_bytes() -> int:
+    """The size of CPU 0's largest cache as Linux reports it (sysfs), COLD_CACHE_BYTES where it cannot be read."""
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = entry.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=COLD_CACHE_BYTES)
+
+
+def timed_matrices(stack: torch.Tensor) -> int:
+    """How many of `stack`'s matrices a timing pass multiplies in turn: enough that together they hold twice the
+    last-level cache, so that each product reads its weight from memory as a decode step does on a model larger
+    than the cache (at least 8, at most all of them). On a 2-core AMD EPYC with a 32 MiB L3, 8 of moe-fine x48's
+    w2 [256, 4608] in bfloat16 (19 MB) stayed in the cache from pass to pass: the plan kept `stream_l2_near` for
+    one row, which read them at 13.7 GB/s from memory where `stream_seq` read 16.3, and `stream_l2` for w13 (19.6
+    against `stream_seq_hw`'s 22.5; bench/results/plan-cold-s53). A stack that fits in the cache whole (moe-fine's)
+    is timed warm, as its step reads it."""
+    per_matrix = stack[0].numel() * stack.element_size()
+    wanted = -(-2 * last_level_cache_bytes() // max(per_matrix, 1))
+    return min(stack.shape[0], max(8, wanted))
+
+
+def timing_passes(repeats: int, matrices: int) -> int:
+    """Passes of `matrices` products that time about as many products per form as `repeats` passes of 8 did, at least
+    2 (at most `repeats`): timing from memory multiplies 15 of moe-fine x48's w13 and 29 of its w2 per pass on a 32
+    MiB L3, and 5 passes of those took a first engine start's plan from 4.3 to 9.8-11.3 s on a 2-core AMD EPYC
+    (bench/results/plan-cold-s53/tune_time.txt)."""
+    return max(min(2, repeats), min(repeats, round(repeats * 8 / max(matrices, 1))))
+
+
 def time_forms(
     stack: torch.Tensor,
     rows: int,
@@ -252,11 +287,12 @@ def time_forms(
     inputs: torch.dtype | None = None,
 ) -> dict[str, float]:
     """Seconds per form of `candidates` available for `stack` and `rows` (stream forms: float32 rows, up to their row
-    limit; torch's: rows of the weights' dtype) against the matrices of `stack` (at most 8, one product each, so the weights come from memory as in a step), rows
-    of dtype `inputs` (default: the weights'): the best of `repeats` passes, the forms taking turns pass by pass."""
+    limit; torch's: rows of the weights' dtype) against the matrices of `stack` (`timed_matrices` of them, one product
+    each), rows of dtype `inputs` (default: the weights'): the best of `repeats` passes, the forms taking turns pass
+    by pass; where a pass multiplies more than 8 matrices, fewer passes (`timing_passes`)."""
     inputs = inputs or stack.dtype
     x = torch.randn(rows, stack.shape[2], dtype=inputs)
-    mats = [stack[i] for i in range(min(stack.shape[0], 8))]
+    mats = [stack[i] for i in range(timed_matrices(stack))]
     streams = inputs == torch.float32 and stack.dtype in WEIGHT_DTYPES and rows <= stream_gemm.MAX_ROWS
     torch_forms = stack.dtype == inputs  # float32 rows by a bfloat16 weight: torch's forms would copy it each product
     amx = stack.dtype == torch.bfloat16  # the AMX forms multiply bfloat16 weights only
@@ -269,7 +305,7 @@ def time_forms(
     for form in forms:
         _FORM_FN[form](x, mats[0])  # warm the BLAS path
         best[form] = float("inf")
-    for _ in range(repeats):
+    for _ in range(timing_passes(repeats, len(mats))):
         for form in forms:
             fn = _FORM_FN[form]
             start = time.perf_counter()

@@ -1,18 +1,22 @@
 import pytest
 import torch
 
-from service.kernels import stream_gemm
+from service.kernels import small_gemm, stream_gemm
 from service.kernels.small_gemm import (
     _FORM_FN,
     AMX_FORMS,
+    COLD_CACHE_BYTES,
     FORMS,
     MAX_ROWS,
     STREAM_FORMS,
     GemmPlan,
     available_forms,
+    last_level_cache_bytes,
     linear,
     stream,
     time_forms,
+    timed_matrices,
+    timing_passes,
     weight_major,
 )
 
@@ -84,6 +88,34 @@ def test_ties_go_to_the_reference():
 def test_a_single_matrix_is_tuned_as_a_stack_of_one():
     plan = GemmPlan(max_rows=1).tune([torch.zeros(8, 4)], timer=lambda stack, m: {"linear": 2.0, "weight_major": 1.0})
     assert plan.form(8, 4, 1) == "weight_major"
+
+
+def test_a_timing_pass_reads_twice_the_last_level_cache_where_the_stack_holds_it(monkeypatch):
+    """So that the plan times products whose weights come from memory, as a step of a model beyond the cache reads
+    them; a stack that fits whole is timed whole (warm, as its step reads it), never fewer than 8 matrices."""
+    monkeypatch.setattr(small_gemm, "last_level_cache_bytes", lambda: 1 << 20)  # 1 MiB: 2 MiB a pass
+    matrix = 64 * 1024  # bytes of one [128, 256] bfloat16 matrix
+    assert timed_matrices(torch.empty(100, 128, 256, dtype=torch.bfloat16)) == 2 * (1 << 20) // matrix == 32
+    assert timed_matrices(torch.empty(100, 128, 256)) == 16  # float32: twice the bytes, half the matrices
+    assert timed_matrices(torch.empty(20, 128, 256, dtype=torch.bfloat16)) == 20  # all it has
+    assert timed_matrices(torch.empty(100, 8, 8)) == 100  # 256-byte matrices: all of them, still under 2 MiB
+    assert timed_matrices(torch.empty(100, 1024, 1024)) == 8  # 4 MiB each: the floor of 8
+    assert timed_matrices(torch.empty(3, 1024, 1024)) == 3
+    sized = []
+    monkeypatch.setattr(small_gemm, "timed_matrices", lambda stack: sized.append(stack.shape[0]) or 2)
+    calls = []
+    monkeypatch.setitem(small_gemm._FORM_FN, "linear", lambda x, w: calls.append(w.data_ptr()))
+    stack = torch.randn(5, 8, 4)
+    time_forms(stack, rows=1, repeats=3, candidates=("linear",))
+    assert sized == [5] and calls == [stack[0].data_ptr()] + [stack[0].data_ptr(), stack[1].data_ptr()] * 3
+    # more matrices a pass, fewer passes: about as many products per form as 8 a pass made, never fewer than 2 passes
+    assert [timing_passes(5, n) for n in (1, 8, 15, 20, 29, 64)] == [5, 5, 3, 2, 2, 2]
+    assert timing_passes(1, 64) == 1 and timing_passes(3, 8) == 3
+
+
+def test_the_last_level_cache_is_read_from_the_os_or_assumed():
+    size = last_level_cache_bytes()
+    assert size == COLD_CACHE_BYTES or size >= 1 << 20  # what sysfs says of the largest cache, else the default
 
 
 def test_time_forms_times_every_form():
