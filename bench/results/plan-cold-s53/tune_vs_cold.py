@@ -1,10 +1,10 @@
 """Scratch check of the fifty-third session (README, issue 15), the fifty-second's tune_vs_cold.py with the plan's
 timer as it is now: does GemmPlan's timing (small_gemm.time_forms: small_gemm.timed_matrices of one layer's matrices
-in turn, enough for twice the last-level cache, best of small_gemm.timing_passes(5, n) passes) pick the stream walk that is fastest when the
-weights come from memory, as in a decode step? moe-fine x48's expert shapes as bfloat16, 1 thread. Per shape and
-row count: the plan timer's GB/s per form (3 independent calls) and the same forms over 64 distinct matrices in turn
-(weights from DRAM: 302 / 151 MB, beyond any L3 of these hosts), best of 3 passes. Run from the repository root:
-.venv/bin/python bench/results/plan-cold-s53/tune_vs_cold.py"""
+in turn, enough for twice the last-level cache, best of small_gemm.timing_passes(5, n) passes) pick the stream walk
+that is fastest when the weights come from memory, as in a decode step? moe-fine x48's expert shapes as bfloat16, 1
+thread. Per shape and row count: the plan timer's GB/s per form (3 independent calls) and the same forms over 64
+distinct matrices in turn (weights from DRAM: 302 / 151 MB, beyond any L3 of these hosts), best of 3 passes. Run from
+the repository root: .venv/bin/python bench/results/plan-cold-s53/tune_vs_cold.py"""
 
 import time
 
