@@ -262,10 +262,10 @@ def timed_matrices(stack: torch.Tensor) -> int:
     """How many of `stack`'s matrices a timing pass multiplies in turn: enough that together they hold twice the
     last-level cache, so that each product reads its weight from memory as a decode step does on a model larger
     than the cache (at least 8, at most all of them). On a 2-core AMD EPYC with a 32 MiB L3, 8 of moe-fine x48's
-    w2 [256, 4608] in bfloat16 (19 MB) stayed in the cache from pass to pass: the plan kept `stream_l2_near` for
-    one row, which read them at 13.7 GB/s from memory where `stream_seq` read 16.3, and `stream_l2` for w13 (19.6
-    against `stream_seq_hw`'s 22.5; bench/results/plan-cold-s53). A stack that fits in the cache whole (moe-fine's)
-    is timed warm, as its step reads it."""
+    w2 [256, 4608] in bfloat16 (19 MB) stayed in the cache from pass to pass, and an engine's plan kept
+    `stream_l2_near` for one row, which read them at 18.5 GB/s from memory where `stream_seq` read 22.0
+    (bench/results/plan-cold-s53/walks_cold.txt). A stack that fits in the cache whole (moe-fine's) is timed warm,
+    as its step reads it."""
     per_matrix = stack[0].numel() * stack.element_size()
     wanted = -(-2 * last_level_cache_bytes() // max(per_matrix, 1))
     return min(stack.shape[0], max(8, wanted))
@@ -274,8 +274,8 @@ def timed_matrices(stack: torch.Tensor) -> int:
 def timing_passes(repeats: int, matrices: int) -> int:
     """Passes of `matrices` products that time about as many products per form as `repeats` passes of 8 did, at least
     2 (at most `repeats`): timing from memory multiplies 15 of moe-fine x48's w13 and 29 of its w2 per pass on a 32
-    MiB L3, and 5 passes of those took a first engine start's plan from 4.3 to 9.8-11.3 s on a 2-core AMD EPYC
-    (bench/results/plan-cold-s53/tune_time.txt)."""
+    MiB L3, and 5 passes of those took the tuning of its two expert shapes from 3.9-4.3 to 10.4-10.6 s on a 2-core
+    AMD EPYC, these passes 5.2 s (bench/results/plan-cold-s53/tune_time.txt)."""
     return max(min(2, repeats), min(repeats, round(repeats * 8 / max(matrices, 1))))
 
 
