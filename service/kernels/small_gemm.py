@@ -246,8 +246,10 @@ def moe_experts_python(
     )
 
 
+@functools.cache
 def last_level_cache_bytes() -> int:
-    """The size of CPU 0's largest cache as Linux reports it (sysfs), COLD_CACHE_BYTES where it cannot be read."""
+    """The size of CPU 0's largest cache as Linux reports it (sysfs, read once), COLD_CACHE_BYTES where it cannot be
+    read."""
     sizes = []
     for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
         text = entry.read_text().strip().upper()
