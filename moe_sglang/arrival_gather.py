@@ -18,8 +18,11 @@ request waits for the others' prefill before its first token instead of after it
 grow), the others do not wait for its prefill, and the expert weights are read by one prefill instead of two.
 
 The rule learns from what arrives, so that a request arriving alone does not wait for company that never comes: each
-arrival at an idle engine opens an observation of the requests that follow it within the window (`arrival_gather_ms`);
-the next one closes it. Only when the last observation was a burst (more than one request) does an idle arrival wait,
+arrival at an idle engine opens an observation of the requests that follow it while the engine is still prefilling
+(before its first step that is not a prefill) or within the window (`arrival_gather_ms`); the next one closes it. (A
+burst that trickles in over more than one prefill, as waves of 8 did on a slow 2-core host in the fifty-fourth
+session: prefills of 1, 1 and 6 over 0.9 s, counted whole; counted until the first receive after the first prefill,
+as before, it read 2, and the next wave was prefilled 2 + 2 + 4: bench/results/sync-b8-s54.) Only when the last observation was a burst (more than one request) does an idle arrival wait,
 and then until the burst's size is reached or the window has passed (the spread of a burst varied from 20 to 80 ms
 between the benchmark's waves, so the last one's says little about the next). A lone request after a burst waits once,
 at most the window; after it, arrivals are lone again and nobody waits. A busy engine (requests running, queued or
@@ -50,11 +53,12 @@ GATHERED = "arrival gather: prefilling a burst together"  # the engine log's lin
 
 @dataclass
 class Burst:
-    """What followed one arrival at an idle engine within the window: requests in all."""
+    """What followed one arrival at an idle engine while it prefilled or within the window: requests in all."""
 
     start: float
     requests: int
     followed: bool = False  # the scheduler has received once since (after the first request's prefill)
+    decoded: bool = False  # the engine has run a step other than a prefill since
 
 
 class Gatherer:
@@ -78,7 +82,7 @@ class Gatherer:
         received = original(scheduler, *args, **kwargs)
         arrived = _generations(received)
         if not idle:
-            self._follow(arrived)
+            self._follow(scheduler, arrived)
             return received
         if not arrived:
             return received
@@ -102,14 +106,17 @@ class Gatherer:
                 )  # fmt: skip
         return received
 
-    def _follow(self, arrived: int) -> None:
+    def _follow(self, scheduler, arrived: int) -> None:
         """A receive at a busy engine (every scheduler iteration while requests run: kept to a few attribute reads):
-        requests that arrived during the open burst's first prefill (received at the first receive after it, whenever
-        they came: the scheduler only sees them then) or within the window belong to the burst."""
+        requests that arrived during the open burst's prefills (received at a receive right after a prefill, whenever
+        they came: the scheduler only sees them then), before any other step, or within the window belong to the
+        burst."""
         burst = self.open
-        if burst is None or (burst.followed and not arrived):
+        if burst is None or (burst.decoded and not arrived):
             return
-        if arrived and (not burst.followed or self.clock() - burst.start <= self.window_s):
+        if not burst.decoded and _decoded(scheduler.last_batch):
+            burst.decoded = True
+        if arrived and (not burst.followed or not burst.decoded or self.clock() - burst.start <= self.window_s):
             burst.requests += arrived
         burst.followed = True
 
@@ -129,6 +136,19 @@ def _idle(scheduler) -> bool:
 def _finished(batch) -> bool:
     """No batch, or every request of it finished."""
     return batch is None or batch.is_empty() or all(req.finished() for req in batch.reqs)
+
+
+def _decoded(batch) -> bool:
+    """Whether `batch`, the last iteration's, was a step other than a prefill (None: no step ran)."""
+    return batch is not None and batch.forward_mode != _extend()
+
+
+@functools.cache
+def _extend():
+    """SGLang's prefill forward mode, imported once."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    return ForwardMode.EXTEND
 
 
 def _generations(received) -> int:

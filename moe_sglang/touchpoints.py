@@ -546,6 +546,10 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint("sglang.srt.managers.schedule_batch.ScheduleBatch.is_empty", "call", "idle: nothing running", "(self)"),
     Touchpoint("sglang.srt.managers.schedule_batch.ScheduleBatch.reqs", "attribute", "idle: its requests finished"),
     Touchpoint(
+        "sglang.srt.managers.schedule_batch.ScheduleBatch.forward_mode", "attribute", "bursts: the last step a prefill"
+    ),
+    Touchpoint("sglang.srt.model_executor.forward_batch_info.ForwardMode.EXTEND", "attribute", "bursts: a prefill"),
+    Touchpoint(
         "sglang.srt.managers.scheduler.Scheduler.recv_from_tokenizer", "attribute", "plain bursts: arrivals pending"
     ),
     Touchpoint("sglang.srt.managers.io_struct.TokenizedGenerateReqInput", "attribute", "a generation request"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from sglang.srt.managers.io_struct import BatchTokenizedGenerateReqInput, TokenizedGenerateReqInput
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 from moe_sglang.arrival_gather import POLL_S, Gatherer
 
@@ -30,9 +31,10 @@ class Req:
 
 
 class Batch:
-    def __init__(self, n: int = 0) -> None:
+    def __init__(self, n: int = 0, forward_mode: ForwardMode = ForwardMode.DECODE) -> None:
         self.n = n
         self.reqs = [Req() for _ in range(n)]
+        self.forward_mode = forward_mode
 
     def is_empty(self) -> bool:
         return self.n == 0
@@ -65,7 +67,8 @@ class Scheduler:
         if self.last_batch is not None and self.last_batch is not self.running_batch:
             self.running_batch = Batch(self.running_batch.n + self.last_batch.n)
         n, self.waiting_queue = len(self.waiting_queue), []
-        self.last_batch = Batch(n) if n else (None if self.running_batch.is_empty() else self.running_batch)
+        prefill = Batch(n, ForwardMode.EXTEND)
+        self.last_batch = prefill if n else (None if self.running_batch.is_empty() else self.running_batch)
         self.clock.t += duration if n else POLL_S
         return n
 
@@ -195,3 +198,28 @@ def test_a_burst_sent_as_the_last_one_finishes_is_still_gathered():
     send(scheduler, clock.t, [0.0])
     receives = scheduler.receives
     assert len(ingest(gatherer, scheduler)) == 1 and scheduler.receives - receives == 1
+
+
+def test_a_burst_that_trickles_in_over_several_prefills_counts_whole():
+    """Seen on a slow host (bench/results/sync-b8-s54): a wave of 8 prefilled as 1, 1 and 6 over 0.9 s. Every request
+    received before the engine's first step that is not a prefill belongs to the burst, so the next wave waits for
+    eight; requests that arrive after a decode step, beyond the window, do not."""
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(100.0, clock=clock, sleep=clock.sleep)
+    trickle = [0.0, 0.1, 0.35, 0.36, 0.37, 0.38, 0.39, 0.395]
+    assert wave(gatherer, scheduler, 1.0, trickle) == [1, 1, 6]
+    assert gatherer.open.requests == 8
+    assert wave(gatherer, scheduler, 5.0, [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07]) == [8]
+    # a burst of 2 (gathered: the last one was 8), requests running; one more arrives right after their prefill
+    assert wave(gatherer, scheduler, 9.0, [0.0, 0.05]) == [2]
+    scheduler.last_batch, scheduler.running_batch = Batch(2, ForwardMode.EXTEND), Batch(2)
+    send(scheduler, clock.t, [0.0])
+    ingest(gatherer, scheduler)
+    assert gatherer.open.requests == 3
+    # then a decode step; a request arriving after it, beyond the window, is not the burst's
+    scheduler.waiting_queue.clear()
+    scheduler.prefill(0.03)
+    clock.t = 9.5
+    send(scheduler, clock.t, [0.0])
+    ingest(gatherer, scheduler)
+    assert gatherer.open.requests == 3 and gatherer.open.decoded
