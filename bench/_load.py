@@ -14,6 +14,7 @@ speculation a chunk may carry several tokens and ITL is a step, not a token."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import itertools
 import json
 import statistics
@@ -40,6 +41,17 @@ class Completion:
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1) if self.output_tokens > 1 else None
 
 
+@functools.cache
+def client() -> httpx.Client:
+    """The process's one HTTP client for timed requests, shared by the load's threads (an httpx.Client is
+    thread-safe). Building a client costs ~34 ms of CPU (its TLS context loads the CA bundle; 2-core AMD EPYC, 54th
+    session): one per request, as before, counted that in every TTFT and, taken in turn under the GIL, spread a wave
+    of 8 requests over ~130-340 ms, so that an engine prefilled it in parts (bench/results/sync-b8-s54). No
+    keep-alive: an engine restarted on the same port, or one that closed an idle connection, never meets a stale
+    one, and a connection on localhost costs well under a millisecond."""
+    return httpx.Client(timeout=600, limits=httpx.Limits(max_keepalive_connections=0))
+
+
 def served_model(url: str) -> str:
     return httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
 
@@ -57,7 +69,7 @@ def complete(url: str, model: str, prompt: str | list[int], max_tokens: int, ext
         **(extra or {}),
     }
     sent, chunks, tokens, error = time.perf_counter(), [], None, None
-    with httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=600) as resp:
+    with client().stream("POST", f"{url}/v1/completions", json=body) as resp:
         if resp.status_code != 200:
             raise RuntimeError(f"HTTP {resp.status_code}: {resp.read()[:300]!r}")
         for line in resp.iter_lines():
