@@ -45,10 +45,10 @@ class Completion:
 def client() -> httpx.Client:
     """The process's one HTTP client for timed requests, shared by the load's threads (an httpx.Client is
     thread-safe). Building a client costs ~34 ms of CPU (its TLS context loads the CA bundle; 2-core AMD EPYC, 54th
-    session): one per request, as before, counted that in every TTFT and, taken in turn under the GIL, spread a wave
-    of 8 requests over ~130-340 ms, so that an engine prefilled it in parts (bench/results/sync-b8-s54). No
-    keep-alive: an engine restarted on the same port, or one that closed an idle connection, never meets a stale
-    one, and a connection on localhost costs well under a millisecond."""
+    session): one per request, as before, counted that in every TTFT and, taken in turn under the GIL, let a wave of
+    8 requests reach the engine one at a time, 100-340 ms after its first submit, so that an engine prefilled it in
+    parts (bench/results/sync-b8-s54). No keep-alive: an engine restarted on the same port, or one that closed an
+    idle connection, never meets a stale one, and a connection on localhost costs well under a millisecond."""
     return httpx.Client(timeout=600, limits=httpx.Limits(max_keepalive_connections=0))
 
 
