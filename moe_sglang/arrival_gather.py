@@ -20,14 +20,14 @@ grow), the others do not wait for its prefill, and the expert weights are read b
 The rule learns from what arrives, so that a request arriving alone does not wait for company that never comes: each
 arrival at an idle engine opens an observation of the requests that follow it while the engine is still prefilling
 (before its first step that is not a prefill) or within the window (`arrival_gather_ms`); the next one closes it. (A
-burst can trickle in over more than one prefill: waves of 8 on a slow 2-core host, fifty-fourth session, were
-prefilled 1, 1 and 6 over 0.9 s; counted only up to the first receive after the first prefill, as before, that
-wave read 2 and the next one was prefilled 2 + 2 + 4: bench/results/sync-b8-s54.) Only when the last observation
-was a burst (more than one request) does an idle arrival wait, and then until the burst's size is reached or the
-window has passed (the spread of a burst varied from 20 to 80 ms between the benchmark's waves, so the last one's
-says little about the next; much of that spread was the benchmark's client building an HTTP client per request until
-the fifty-fourth session, bench/_load.py). A lone request after a burst waits once, at most the window; after it,
-arrivals are lone again and nobody waits. A busy engine (requests running, queued or just prefilled) receives as
+burst can trickle in over more than one prefill: a wave of 8 on a slow 2-core host, fifty-fourth session, was
+prefilled 1, 1 and 6 (received 0.13, 0.23 and 0.90 s after the first was sent); counted only up to the first receive
+after the first prefill, as before, it read 2 and the next wave was prefilled 2 + 2 + 4: bench/results/sync-b8-s54.)
+Only when the last observation was a burst (more than one request) does an idle arrival wait, and then until the
+burst's size is reached or the window has passed (the spread of a burst varied from 20 to 80 ms between the
+benchmark's waves, so the last one's says little about the next; much of that spread was the benchmark's client
+building an HTTP client per request until the fifty-fourth session, bench/_load.py). A lone request after a burst
+waits once, at most the window; after it, arrivals are lone again and nobody waits. A busy engine (requests running, queued or just prefilled) receives as
 before, once per scheduler iteration, and so never delays a running request's tokens.
 
 Why a hook (touchpoints.py): SGLang's scheduler has no mechanism for waiting on arrivals on this path: its

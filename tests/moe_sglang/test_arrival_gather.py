@@ -201,7 +201,7 @@ def test_a_burst_sent_as_the_last_one_finishes_is_still_gathered():
 
 
 def test_a_burst_that_trickles_in_over_several_prefills_counts_whole():
-    """Seen on a slow host (bench/results/sync-b8-s54): a wave of 8 prefilled as 1, 1 and 6 over 0.9 s. Every request
+    """Seen on a slow host (bench/results/sync-b8-s54): a wave of 8 prefilled as 1, 1 and 6 within 0.9 s. Every request
     received before the engine's first step that is not a prefill belongs to the burst, so the next wave waits for
     eight; requests that arrive after a decode step, beyond the window, do not."""
     clock = Clock()
