@@ -27,8 +27,9 @@ Only when the last observation was a burst (more than one request) does an idle 
 burst's size is reached or the window has passed (the spread of a burst varied from 20 to 80 ms between the
 benchmark's waves, so the last one's says little about the next; much of that spread was the benchmark's client
 building an HTTP client per request until the fifty-fourth session, bench/_load.py). A lone request after a burst
-waits once, at most the window; after it, arrivals are lone again and nobody waits. A busy engine (requests running, queued or just prefilled) receives as
-before, once per scheduler iteration, and so never delays a running request's tokens.
+waits once, at most the window; after it, arrivals are lone again and nobody waits. A busy engine (requests running,
+queued or just prefilled) receives as before, once per scheduler iteration, and so never delays a running request's
+tokens.
 
 Why a hook (touchpoints.py): SGLang's scheduler has no mechanism for waiting on arrivals on this path: its
 `PrefillDelayer` holds prefills back for data-parallel attention ranks and requires the overlap scheduler, which
