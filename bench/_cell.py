@@ -59,7 +59,7 @@ def merged(results: list[dict]) -> dict:
     if len(results) == 1:
         return results[0]
     n = sum(r["requests"] for r in results)
-    out: dict = {"requests": n}
+    out: dict = {"requests": n, "per_request": [row for r in results for row in r.get("per_request", ())]}
     for key in ("tpot_ms", "ttft_ms", "e2e_per_token_ms"):
         out[key] = sum(r[key] * r["requests"] for r in results) / n
     timed = [r for r in results if r.get("itl_ms") is not None]  # a wave streamed in one chunk has no ITL
@@ -72,15 +72,18 @@ def merged(results: list[dict]) -> dict:
 
 
 def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:
-    """One row per variant: median of every metric over rounds, min-max of TPOT and e2e per token, the rounds."""
+    """One row per variant: median of every metric over rounds, min-max of TPOT and e2e per token, the rounds, and
+    each round's requests (`per_request_rounds`, rows of bench._load.REQUEST_FIELDS)."""
     rows = []
     for name, results in runs.items():
         row = {**keys, "policy": name, "rounds": len(results)}
         row |= {
             key: statistics.median(r[key] for r in results)
             for key in results[0]
-            if all(r.get(key) is not None for r in results)
+            if key != "per_request" and all(r.get(key) is not None for r in results)
         }
+        if all("per_request" in r for r in results):
+            row["per_request_rounds"] = [r["per_request"] for r in results]
         for metric in ("tpot_ms", "e2e_per_token_ms"):
             values = [r[metric] for r in results]
             row[f"{metric}_min"], row[f"{metric}_max"] = min(values), max(values)

@@ -87,8 +87,20 @@ def complete(url: str, model: str, prompt: str | list[int], max_tokens: int, ext
     return Completion(ttft_s=chunks[0], e2e_s=end - sent, output_tokens=tokens, chunk_s=tuple(chunks))
 
 
+REQUEST_FIELDS = ("ttft_ms", "tpot_ms", "first_gap_ms", "max_gap_ms", "chunks")  # a `per_request` row
+
+
+def _request_row(c: Completion) -> list:
+    """One request's REQUEST_FIELDS (ms to 0.1; a gap is None where the stream had one chunk)."""
+    gaps = [b - a for a, b in itertools.pairwise(c.chunk_s)]
+    ms = [c.ttft_s, c.tpot_s, gaps[0] if gaps else None, max(gaps) if gaps else None]
+    return [None if v is None else round(v * 1e3, 1) for v in ms] + [len(c.chunk_s)]
+
+
 def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency: int, extra=None) -> dict:
-    """All prompts, `concurrency` in flight at a time; TPOT over requests and output tokens per wall second."""
+    """All prompts, `concurrency` in flight at a time; TPOT over requests and output tokens per wall second, and
+    each request's own timing (`per_request`, REQUEST_FIELDS: what a mean over a wave hides, such as one request
+    whose first and second token a later prefill separates)."""
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         done = list(pool.map(lambda p: complete(url, model, p, max_tokens, extra), prompts))
@@ -97,6 +109,7 @@ def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency:
     itls = [c.itl_s for c in done if c.itl_s is not None]
     return {
         "requests": len(done),
+        "per_request": [_request_row(c) for c in done],
         "tpot_ms": statistics.mean(tpots) * 1e3,
         "tpot_p90_ms": tpots[min(int(0.9 * len(tpots)), len(tpots) - 1)] * 1e3,
         "ttft_ms": statistics.mean(c.ttft_s for c in done) * 1e3,

@@ -56,3 +56,10 @@ def test_requests_share_one_client_and_are_timed_from_its_stream(monkeypatch):
     monkeypatch.undo()
     assert _load.client() is _load.client()
     assert _load.client()._transport._pool._max_keepalive_connections == 0
+
+
+def test_a_request_row_carries_its_first_and_longest_gap():
+    stalled = _load.Completion(ttft_s=1.0, e2e_s=3.0, output_tokens=4, chunk_s=(1.0, 2.5, 2.55, 2.6))
+    assert _load._request_row(stalled) == [1000.0, 666.7, 1500.0, 1500.0, 4]
+    one_chunk = _load.Completion(ttft_s=0.5, e2e_s=0.5, output_tokens=1, chunk_s=(0.5,))
+    assert _load._request_row(one_chunk) == [500.0, None, None, None, 1]

@@ -74,3 +74,21 @@ def test_flush_cache_waits_for_requests_sglang_still_holds(monkeypatch, statuses
     assert set(seen) == {"http://e/flush_cache"}
     if posts is not None:
         assert len(seen) == posts
+
+
+def test_each_request_is_kept_per_round(monkeypatch):
+    """A wave's mean hides one request that a later prefill stalls; the rows keep every request's timing per round."""
+
+    def fake_run(url, model, prompts, tokens, batch, extra):
+        rows = [[1000.0, 40.0 + p, 900.0 if p == 1 else 30.0, 900.0 if p == 1 else 35.0, 32] for p in prompts]
+        return {"requests": len(prompts), "per_request": rows, "tpot_ms": 40.0, "tpot_p90_ms": 41.0, "ttft_ms": 1.0,
+                "e2e_per_token_ms": 40.0, "tokens": 32 * len(prompts), "wall_s": 2.0, "itl_ms": 30.0}  # fmt: skip
+
+    monkeypatch.setattr(cell, "run_batch", fake_run)
+    monkeypatch.setattr(cell, "served_model", lambda url: "m")
+    monkeypatch.setattr(cell, "flush_cache", lambda url: None)
+    runs = cell.measure_cell({"A": ("a", None)}, [1, 2, 3], 8, 1, 2)
+    [row] = cell.cell_rows(runs, batch=1)
+    assert row["rounds"] == 2 and "per_request" not in row
+    assert [[r[1] for r in rnd] for rnd in row["per_request_rounds"]] == [[41.0, 42.0, 43.0]] * 2
+    assert row["per_request_rounds"][0][0][2] == 900.0  # the stalled request's first gap
