@@ -1,6 +1,7 @@
 """Requests that reach an idle engine as one burst are prefilled together: where the engine's recent arrivals came in
 bursts, an idle scheduler keeps receiving until as many requests as the last burst brought have arrived, or for at most
-the setting `arrival_gather_ms` (250 ms), before it plans the prefill.
+the setting `arrival_gather_ms` (250 ms), before it plans the prefill; otherwise it keeps receiving while requests
+keep coming a short quiet gap apart (2 % of its last prefill, below).
 
 Why: a client that sends several requests at once (a batch of prompts, a gateway relaying a burst, every wave of the
 benchmarks) reaches SGLang's scheduler one request at a time (each passes the HTTP server and the tokenizer manager
@@ -23,13 +24,20 @@ arrival at an idle engine opens an observation of the requests that follow it wh
 burst can trickle in over more than one prefill: a wave of 8 on a slow 2-core host, fifty-fourth session, was
 prefilled 1, 1 and 6 (received 0.13, 0.23 and 0.90 s after the first was sent); counted only up to the first receive
 after the first prefill, as before, it read 2 and the next wave was prefilled 2 + 2 + 4: bench/results/sync-b8-s54.)
-Only when the last observation was a burst (more than one request) does an idle arrival wait, and then until the
-burst's size is reached or the window has passed (the spread of a burst varied from 20 to 80 ms between the
-benchmark's waves, so the last one's says little about the next; much of that spread was the benchmark's client
-building an HTTP client per request until the fifty-fourth session, bench/_load.py). A lone request after a burst
-waits once, at most the window; after it, arrivals are lone again and nobody waits. A busy engine (requests running,
-queued or just prefilled) receives as before, once per scheduler iteration, and so never delays a running request's
-tokens.
+Where the last observation was a burst (more than one request), an idle arrival waits until the burst's size is
+reached or the window has passed (the spread of a burst varied from 20 to 80 ms between the benchmark's waves, so
+the last one's says little about the next; much of that spread was the benchmark's client building an HTTP client
+per request until the fifty-fourth session, bench/_load.py). Otherwise (the last arrival was lone, or none was
+observed) it waits only while requests keep coming, each within a quiet gap of `QUIET_SHARE` (2 %) of the engine's
+last prefill after an idle arrival (measured: from the receive that planned it to the next, so planning, forward and
+result), at most the window. Why: a burst after lone requests (the first wave after a benchmark's batch-1 cell, a
+client's batch after a quiet spell) was split as an engine's first burst is: 1 + 7 or 2 + 6 in every synchronous
+engine's log, the first wave of each batch-8 cell of the deciding benchmark (bench/results/math-b8-s53). A split
+costs the burst's first request a whole prefill between its first and second token and the others the first's
+prefill before their first; the gap costs a lone request 2 % of a prefill in TTFT, so waiting pays wherever more
+than about one idle arrival in fifty starts a burst. Where prefills take milliseconds (moe-tiny) the gap is shorter
+than a poll and nobody waits. A busy engine (requests running, queued or just prefilled) receives as before, once per
+scheduler iteration, and so never delays a running request's tokens.
 
 Why a hook (touchpoints.py): SGLang's scheduler has no mechanism for waiting on arrivals on this path: its
 `PrefillDelayer` holds prefills back for data-parallel attention ranks and requires the overlap scheduler, which
@@ -51,6 +59,7 @@ logger = logging.getLogger(__name__)
 
 TARGET = "sglang.srt.managers.scheduler.Scheduler.ingest_requests"
 POLL_S = 0.0005  # between two receives while a burst is arriving
+QUIET_SHARE = 0.02  # an arrival with no burst before it waits for company this share of the engine's last prefill
 GATHERED = "arrival gather: prefilling a burst together"  # the engine log's line, once
 
 
@@ -62,6 +71,7 @@ class Burst:
     requests: int
     followed: bool = False  # the scheduler has received once since (after the first request's prefill)
     decoded: bool = False  # the engine has run a step other than a prefill since
+    received: float | None = None  # when the idle receive that opened it returned (its prefill was planned)
 
 
 class Gatherer:
@@ -76,6 +86,7 @@ class Gatherer:
         self.last: Burst | None = None  # the one before, closed
         self.gathered = 0  # idle arrivals that waited and prefilled more than one request (log, tests)
         self.scheduler = None  # the scheduler whose receives this hook wraps
+        self.prefill_s = 0.0  # the last prefill after an idle arrival, measured (0 until one is)
 
     def __call__(self, original, scheduler, *args, **kwargs):
         if scheduler is not self.scheduler:  # the plain bursts' arrival probe watches the same input (plain_burst.py)
@@ -92,14 +103,27 @@ class Gatherer:
         now = self.clock()
         self.last = self.open if self.open is not None else self.last
         self.open = burst = Burst(now, arrived)
-        if self.last is None or self.last.requests <= 1 or arrived >= self.last.requests:
-            return received
         received = list(received)
-        while burst.requests < self.last.requests and self.clock() - burst.start < self.window_s:
+        if self.last is not None and self.last.requests > 1:
+            expected, quiet_s = self.last.requests, self.window_s  # after a burst: until as many have come
+        else:
+            expected, quiet_s = None, min(self.window_s, QUIET_SHARE * self.prefill_s)  # while arrivals keep coming
+        if expected is not None and arrived >= expected or quiet_s < POLL_S:
+            burst.received = self.clock()
+            return received
+        last_arrival = now
+        while (
+            (expected is None or burst.requests < expected)
+            and self.clock() - last_arrival < quiet_s
+            and self.clock() - burst.start < self.window_s
+        ):
             self.sleep(POLL_S)
             more = original(scheduler, *args, **kwargs)
-            burst.requests += _generations(more)
+            if n := _generations(more):
+                burst.requests += n
+                last_arrival = self.clock()
             received.extend(more)
+        burst.received = self.clock()
         if burst.requests > 1:
             self.gathered += 1
             if self.gathered == 1:
@@ -117,6 +141,8 @@ class Gatherer:
         burst = self.open
         if burst is None or (burst.decoded and not arrived):
             return
+        if not burst.followed and burst.received is not None and _prefilled(scheduler.last_batch):
+            self.prefill_s = self.clock() - burst.received  # planning, the prefill forward, its result
         if not burst.decoded and _decoded(scheduler.last_batch):
             burst.decoded = True
         if arrived and (not burst.followed or not burst.decoded or self.clock() - burst.start <= self.window_s):
@@ -144,6 +170,11 @@ def _finished(batch) -> bool:
 def _decoded(batch) -> bool:
     """Whether `batch`, the last iteration's, was a step other than a prefill (None: no step ran)."""
     return batch is not None and batch.forward_mode != _extend()
+
+
+def _prefilled(batch) -> bool:
+    """Whether `batch`, the last iteration's, was a prefill."""
+    return batch is not None and batch.forward_mode == _extend()
 
 
 @functools.cache

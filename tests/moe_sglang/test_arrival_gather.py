@@ -1,6 +1,6 @@
 """The idle scheduler's burst gathering (moe_sglang/arrival_gather.py), driven with a fake scheduler, clock and
-arrival schedule: a burst after a burst is received whole before its prefill; lone requests never wait; a busy engine
-receives once per iteration."""
+arrival schedule: a burst after a burst is received whole before its prefill; a burst after lone requests while its
+requests keep coming; a lone request waits at most a quiet gap; a busy engine receives once per iteration."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_a_burst_after_a_burst_is_prefilled_whole():
     assert wave(gatherer, scheduler, 9.0, [0.0, 0.02, 0.03, 0.035, 0.05, 0.09, 0.091, 0.092]) == [8]
 
 
-def test_waiting_ends_at_the_window_and_lone_requests_then_never_wait():
+def test_waiting_ends_at_the_window_and_lone_requests_then_wait_no_longer():
     clock = Clock()
     scheduler, gatherer = Scheduler(clock), Gatherer(100.0, clock=clock, sleep=clock.sleep)
     wave(gatherer, scheduler, 1.0, [0.0] * 4)
@@ -141,12 +141,51 @@ def test_waiting_ends_at_the_window_and_lone_requests_then_never_wait():
     assert clock.t == pytest.approx(5.1, abs=2 * POLL_S) and scheduler.receives - receives > 100
     scheduler.prefill(0.2)
     scheduler.finish()
-    # the next lone request: the last arrival was lone, so nobody waits
+    # the next lone request: the last arrival was lone, and no prefill was measured to size a quiet gap
     clock.t = 9.0
     send(scheduler, 9.0, [0.0])
     receives = scheduler.receives
     assert len(ingest(gatherer, scheduler)) == 1
     assert clock.t == 9.0 and scheduler.receives - receives == 1
+
+
+def lone(gatherer: Gatherer, scheduler: Scheduler, at: float, prefill_s: float) -> float:
+    """A lone request at an idle engine: its prefill, one decode step, done. Returns how long its receive waited."""
+    scheduler.clock.t = at
+    send(scheduler, at, [0.0])
+    ingest(gatherer, scheduler)
+    waited = scheduler.clock.t - at
+    scheduler.prefill(prefill_s)
+    ingest(gatherer, scheduler)  # busy: the receive after the prefill
+    scheduler.prefill(prefill_s)  # nothing queued: a decode step
+    scheduler.finish()
+    ingest(gatherer, scheduler)
+    return waited
+
+
+def test_a_burst_after_lone_requests_is_received_while_its_requests_keep_coming():
+    """The first wave after lone requests (a batch-1 cell's) was split 1 + 7 or 2 + 6 by every synchronous engine;
+    now an idle arrival keeps receiving while requests come within 2 % of the last prefill of each other."""
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(250.0, clock=clock, sleep=clock.sleep)
+    assert lone(gatherer, scheduler, 1.0, 0.7) == 0.0  # no prefill measured yet: no wait
+    assert gatherer.prefill_s == pytest.approx(0.7)
+    assert lone(gatherer, scheduler, 3.0, 0.7) == pytest.approx(0.014, abs=2 * POLL_S)  # 2 % of 0.7 s, once
+    # a wave whose requests reached the scheduler 0.4-6.4 ms apart (the benchmarks' client, bench/results/sync-b8-s54)
+    assert wave(gatherer, scheduler, 5.0, [0.0, 0.0048, 0.0097, 0.0123, 0.0187, 0.0192, 0.0196, 0.0201]) == [8]
+    assert gatherer.gathered == 1 and gatherer.open.requests == 8
+
+
+def test_a_gap_longer_than_the_quiet_gap_splits_and_the_window_bounds_the_wait():
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(50.0, clock=clock, sleep=clock.sleep)
+    lone(gatherer, scheduler, 1.0, 0.5)  # quiet gap 10 ms from now on
+    assert wave(gatherer, scheduler, 3.0, [0.0, 0.005, 0.03, 0.031]) == [2, 2]
+    assert gatherer.open.requests == 4  # the two after the gap came before a decode step: the burst's
+    other = Gatherer(50.0, clock=clock, sleep=clock.sleep)
+    lone(other, scheduler, 5.0, 0.5)
+    sizes = wave(other, scheduler, 7.0, [0.004 * i for i in range(40)])  # never quiet for 10 ms
+    assert sizes[0] == pytest.approx(13, abs=1) and sum(sizes) == 40  # received for the 50 ms window, then prefilled
 
 
 def test_a_busy_engine_receives_once_and_other_inputs_do_not_open_bursts():
