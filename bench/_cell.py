@@ -55,7 +55,7 @@ def measure_cell(variants: dict, prompts: list, tokens: int, batch: int, repeats
 def merged(results: list[dict]) -> dict:
     """One measurement from the run_batch results of its waves: means over requests (weighted by each wave's
     requests; ITL over the waves that have one), the worst wave's P90 TPOT, tokens per second over the waves' summed
-    wall time."""
+    wall time, steal share weighted by the waves' wall time."""
     if len(results) == 1:
         return results[0]
     n = sum(r["requests"] for r in results)
@@ -67,13 +67,17 @@ def merged(results: list[dict]) -> dict:
         sum(r["itl_ms"] * r["requests"] for r in timed) / sum(r["requests"] for r in timed) if timed else None
     )
     out["tpot_p90_ms"] = max(r["tpot_p90_ms"] for r in results)
+    stolen = [r for r in results if r.get("steal_share") is not None]
+    out["steal_share"] = (
+        sum(r["steal_share"] * r["wall_s"] for r in stolen) / sum(r["wall_s"] for r in stolen) if stolen else None
+    )
     out["tokens_per_s"] = sum(r["tokens"] for r in results) / sum(r["wall_s"] for r in results)
     return out
 
 
 def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:
-    """One row per variant: median of every metric over rounds, min-max of TPOT and e2e per token, the rounds, and
-    each round's requests (`per_request_rounds`, rows of bench._load.REQUEST_FIELDS)."""
+    """One row per variant: median of every metric over rounds, min-max of TPOT, e2e per token and steal share, the
+    rounds, and each round's requests (`per_request_rounds`, rows of bench._load.REQUEST_FIELDS)."""
     rows = []
     for name, results in runs.items():
         row = {**keys, "policy": name, "rounds": len(results)}
@@ -84,7 +88,9 @@ def cell_rows(runs: dict[str, list[dict]], **keys) -> list[dict]:
         }
         if all("per_request" in r for r in results):
             row["per_request_rounds"] = [r["per_request"] for r in results]
-        for metric in ("tpot_ms", "e2e_per_token_ms"):
+        for metric in ("tpot_ms", "e2e_per_token_ms", "steal_share"):
+            if any(r.get(metric) is None for r in results):
+                continue
             values = [r[metric] for r in results]
             row[f"{metric}_min"], row[f"{metric}_max"] = min(values), max(values)
             row[f"{metric}_rounds"] = values

@@ -97,14 +97,34 @@ def _request_row(c: Completion) -> list:
     return [None if v is None else round(v * 1e3, 1) for v in ms] + [len(c.chunk_s)]
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(all, steal) CPU ticks of this machine so far (/proc/stat), None where there is no such file."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(fields), fields[7] if len(fields) > 7 else 0
+
+
+def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the machine's CPU time the hypervisor gave other guests between two cpu_ticks()."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return (after[1] - before[1]) / (after[0] - before[0])
+
+
 def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency: int, extra=None) -> dict:
     """All prompts, `concurrency` in flight at a time; TPOT over requests and output tokens per wall second, and
     each request's own timing (`per_request`, REQUEST_FIELDS: what a mean over a wave hides, such as one request
-    whose first and second token a later prefill separates)."""
-    start = time.perf_counter()
+    whose first and second token a later prefill separates), and the hypervisor's steal share meanwhile: on the
+    2-core hosts here a wave's batch-8 TPOT rose with it (correlation 0.86 over 16 waves of a plain engine, steal
+    0-6 %: neighbours' load, of which steal is the visible part; bench/results/noise-s55)."""
+    start, ticks = time.perf_counter(), cpu_ticks()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         done = list(pool.map(lambda p: complete(url, model, p, max_tokens, extra), prompts))
     wall = time.perf_counter() - start
+    stolen = steal_share(ticks, cpu_ticks())
     tpots = sorted(c.tpot_s for c in done if c.tpot_s is not None)
     itls = [c.itl_s for c in done if c.itl_s is not None]
     return {
@@ -119,4 +139,5 @@ def run_batch(url: str, model: str, prompts: list, max_tokens: int, concurrency:
         "tokens_per_s": sum(c.output_tokens for c in done) / wall,
         "tokens": sum(c.output_tokens for c in done),
         "wall_s": wall,
+        "steal_share": stolen,  # other guests' share of this machine's CPU meanwhile (tracks TPOT: noise-s55)
     }

@@ -63,3 +63,21 @@ def test_a_request_row_carries_its_first_and_longest_gap():
     assert _load._request_row(stalled) == [1000.0, 666.7, 1500.0, 1500.0, 4]
     one_chunk = _load.Completion(ttft_s=0.5, e2e_s=0.5, output_tokens=1, chunk_s=(0.5,))
     assert _load._request_row(one_chunk) == [500.0, None, None, None, 1]
+
+
+def test_steal_share_is_the_other_guests_part_of_the_ticks_between_two_readings(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        return real_open(stat if path == "/proc/stat" else path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    stat.write_text("cpu  100 0 50 800 10 0 5 20 0 0\ncpu0 1 2 3\n")
+    before = _load.cpu_ticks()
+    assert before == (985, 20)
+    stat.write_text("cpu  160 0 60 900 10 0 5 50 0 0\n")
+    assert _load.steal_share(before, _load.cpu_ticks()) == pytest.approx(30 / 200)
+    assert _load.steal_share(before, before) is None and _load.steal_share(None, before) is None
+    stat.unlink()
+    assert _load.cpu_ticks() is None

@@ -39,6 +39,21 @@ def test_waves_interleave_across_variants_and_merge(monkeypatch):
     assert a["tpot_ms"] == pytest.approx(10.0 * (1 + 2 + 3) / 3)
     assert a["tpot_p90_ms"] == 30.0  # the worst wave's
     assert a["tokens_per_s"] == pytest.approx(12 / 3.0)
+    assert a["steal_share"] is None  # no wave measured it
+
+
+def test_steal_share_is_weighted_by_wall_time_and_ranged_over_rounds():
+    waves = [
+        {"requests": 8, "tpot_ms": 40.0, "tpot_p90_ms": 41.0, "ttft_ms": 1.0, "e2e_per_token_ms": 40.0,
+         "tokens": 256, "wall_s": 3.0, "steal_share": 0.04},
+        {"requests": 8, "tpot_ms": 44.0, "tpot_p90_ms": 45.0, "ttft_ms": 1.0, "e2e_per_token_ms": 44.0,
+         "tokens": 256, "wall_s": 1.0, "steal_share": 0.0},
+    ]  # fmt: skip
+    merged = cell.merged(waves)
+    assert merged["steal_share"] == pytest.approx(0.03)
+    [row] = cell.cell_rows({"A": [merged, waves[1], waves[0]]}, batch=8)
+    assert row["steal_share"] == pytest.approx(0.03)
+    assert (row["steal_share_min"], row["steal_share_max"]) == (0.0, 0.04)
 
 
 def test_one_wave_is_its_own_measurement(monkeypatch):
