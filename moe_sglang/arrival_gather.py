@@ -1,7 +1,7 @@
 """Requests that reach an idle engine as one burst are prefilled together: where the engine's recent arrivals came in
 bursts, an idle scheduler keeps receiving until as many requests as the last burst brought have arrived, or for at most
 the setting `arrival_gather_ms` (250 ms), before it plans the prefill; otherwise it keeps receiving while requests
-keep coming a short quiet gap apart (2 % of its last prefill, below).
+keep coming a short quiet gap apart (5 % of its last prefill, below).
 
 Why: a client that sends several requests at once (a batch of prompts, a gateway relaying a burst, every wave of the
 benchmarks) reaches SGLang's scheduler one request at a time (each passes the HTTP server and the tokenizer manager
@@ -28,15 +28,18 @@ Where the last observation was a burst (more than one request), an idle arrival 
 reached or the window has passed (the spread of a burst varied from 20 to 80 ms between the benchmark's waves, so
 the last one's says little about the next; much of that spread was the benchmark's client building an HTTP client
 per request until the fifty-fourth session, bench/_load.py). Otherwise (the last arrival was lone, or none was
-observed) it waits only while requests keep coming, each within a quiet gap of `QUIET_SHARE` (2 %) of the engine's
+observed) it waits only while requests keep coming, each within a quiet gap of `QUIET_SHARE` (5 %) of the engine's
 last prefill after an idle arrival (measured: from the receive that planned it to the next, so planning, forward and
 result), at most the window. Why: a burst after lone requests (the first wave after a benchmark's batch-1 cell, a
 client's batch after a quiet spell) was split as an engine's first burst is: 1 + 7 or 2 + 6 in every synchronous
 engine's log, the first wave of each batch-8 cell of the deciding benchmark (bench/results/math-b8-s53). A split
 costs the burst's first request a whole prefill between its first and second token and the others the first's
-prefill before their first; the gap costs a lone request 2 % of a prefill in TTFT, so waiting pays wherever more
-than about one idle arrival in fifty starts a burst. Where prefills take milliseconds (moe-tiny) the gap is shorter
-than a poll and nobody waits. A busy engine (requests running, queued or just prefilled) receives as before, once per
+prefill before their first; the gap costs a lone request 5 % of a prefill in TTFT, so waiting pays wherever more
+than about one idle arrival in twenty starts a burst. The share is sized from what reached the scheduler: a wave's
+second request up to 7.6 ms after its first, the others within 3 ms of each other, where a lone 128-token prefill of
+moe-fine x48 took 0.33-0.5 s on a 2-core AMD EPYC (2 % split such a wave 1 + 7 and 3 + 5;
+bench/results/arrival-quiet-s55). Where prefills take milliseconds (moe-tiny) the gap is shorter than a poll and
+nobody waits. A busy engine (requests running, queued or just prefilled) receives as before, once per
 scheduler iteration, and so never delays a running request's tokens.
 
 Why a hook (touchpoints.py): SGLang's scheduler has no mechanism for waiting on arrivals on this path: its
@@ -59,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 TARGET = "sglang.srt.managers.scheduler.Scheduler.ingest_requests"
 POLL_S = 0.0005  # between two receives while a burst is arriving
-QUIET_SHARE = 0.02  # an arrival with no burst before it waits for company this share of the engine's last prefill
+QUIET_SHARE = 0.05  # an arrival with no burst before it waits for company this share of the engine's last prefill
 GATHERED = "arrival gather: prefilling a burst together"  # the engine log's line, once
 
 

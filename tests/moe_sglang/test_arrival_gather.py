@@ -165,25 +165,26 @@ def lone(gatherer: Gatherer, scheduler: Scheduler, at: float, prefill_s: float) 
 
 def test_a_burst_after_lone_requests_is_received_while_its_requests_keep_coming():
     """The first wave after lone requests (a batch-1 cell's) was split 1 + 7 or 2 + 6 by every synchronous engine;
-    now an idle arrival keeps receiving while requests come within 2 % of the last prefill of each other."""
+    now an idle arrival keeps receiving while requests come within 5 % of the last prefill of each other."""
     clock = Clock()
     scheduler, gatherer = Scheduler(clock), Gatherer(250.0, clock=clock, sleep=clock.sleep)
     assert lone(gatherer, scheduler, 1.0, 0.7) == 0.0  # no prefill measured yet: no wait
     assert gatherer.prefill_s == pytest.approx(0.7)
-    assert lone(gatherer, scheduler, 3.0, 0.7) == pytest.approx(0.014, abs=2 * POLL_S)  # 2 % of 0.7 s, once
-    # a wave whose requests reached the scheduler 0.4-6.4 ms apart (the benchmarks' client, bench/results/sync-b8-s54)
-    assert wave(gatherer, scheduler, 5.0, [0.0, 0.0048, 0.0097, 0.0123, 0.0187, 0.0192, 0.0196, 0.0201]) == [8]
+    assert lone(gatherer, scheduler, 3.0, 0.35) == pytest.approx(0.035, abs=2 * POLL_S)  # 5 % of 0.7 s, once
+    # a wave whose second request reached the scheduler 7.6 ms after the first (bench/results/arrival-quiet-s55),
+    # where the last prefill took 0.35 s: a 17.5 ms gap
+    assert wave(gatherer, scheduler, 5.0, [0.0, 0.0076, 0.0081, 0.0102, 0.0109, 0.0127, 0.0141, 0.0149]) == [8]
     assert gatherer.gathered == 1 and gatherer.open.requests == 8
 
 
 def test_a_gap_longer_than_the_quiet_gap_splits_and_the_window_bounds_the_wait():
     clock = Clock()
     scheduler, gatherer = Scheduler(clock), Gatherer(50.0, clock=clock, sleep=clock.sleep)
-    lone(gatherer, scheduler, 1.0, 0.5)  # quiet gap 10 ms from now on
+    lone(gatherer, scheduler, 1.0, 0.2)  # quiet gap 10 ms from now on
     assert wave(gatherer, scheduler, 3.0, [0.0, 0.005, 0.03, 0.031]) == [2, 2]
     assert gatherer.open.requests == 4  # the two after the gap came before a decode step: the burst's
     other = Gatherer(50.0, clock=clock, sleep=clock.sleep)
-    lone(other, scheduler, 5.0, 0.5)
+    lone(other, scheduler, 5.0, 0.2)
     sizes = wave(other, scheduler, 7.0, [0.004 * i for i in range(40)])  # never quiet for 10 ms
     assert sizes[0] == pytest.approx(13, abs=1) and sum(sizes) == 40  # received for the 50 ms window, then prefilled
 
