@@ -36,11 +36,11 @@ engine's log, the first wave of each batch-8 cell of the deciding benchmark (ben
 costs the burst's first request a whole prefill between its first and second token and the others the first's
 prefill before their first; the gap costs a lone request 5 % of a prefill in TTFT, so waiting pays wherever more
 than about one idle arrival in twenty starts a burst. The share is sized from what reached the scheduler: a wave's
-second request up to 7.6 ms after its first, the others within 3 ms of each other, where a lone 128-token prefill of
-moe-fine x48 took 0.33-0.5 s on a 2-core AMD EPYC (2 % split such a wave 1 + 7 and 3 + 5;
-bench/results/arrival-quiet-s55). Where prefills take milliseconds (moe-tiny) the gap is shorter than a poll and
-nobody waits. A busy engine (requests running, queued or just prefilled) receives as before, once per
-scheduler iteration, and so never delays a running request's tokens.
+requests 0.4-7.6 ms apart (the second 7.6 ms after the first in one; bench/results/sync-b8-s54 and arrival-quiet-s55),
+where lone requests of moe-fine x48 (prompts of up to 128 tokens) had their first token 0.33-0.76 s after they were
+sent on a 2-core AMD EPYC (2 % split such waves 1 + 7 and 3 + 5: bench/results/arrival-quiet-s55). Where prefills
+take milliseconds (moe-tiny) the gap is shorter than a poll and nobody waits. A busy engine (requests running, queued
+or just prefilled) receives as before, once per scheduler iteration, and so never delays a running request's tokens.
 
 Why a hook (touchpoints.py): SGLang's scheduler has no mechanism for waiting on arrivals on this path: its
 `PrefillDelayer` holds prefills back for data-parallel attention ranks and requires the overlap scheduler, which
