@@ -13,8 +13,8 @@ prefill before its next token. Seen in the engine logs of the deciding benchmark
 (moe-fine x48, 2026-11-29):
 `Prefill batch, #new-seq: 1` then `#new-seq: 7` ~1.5 s later, which a request's time per output token (TPOT, after its
 first token) carries: 1.5 s over 31 tokens is 48 ms per token for the first request, ~6 ms on the wave's mean, most of
-the distance between a synchronous engine's batch-8 TPOT and that of SGLang's overlap scheduler, which sends a first token
-only after the next batch has run (so that wait lands in its TTFT instead). Prefilled together, the burst's first
+the distance between a synchronous engine's batch-8 TPOT and that of SGLang's overlap scheduler, which sends a first
+token only after the next batch has run (so that wait lands in its TTFT instead). Prefilled together, the burst's first
 request waits for the others' prefill before its first token instead of after it (its time to the last token does not
 grow), the others do not wait for its prefill, and the expert weights are read by one prefill instead of two.
 
