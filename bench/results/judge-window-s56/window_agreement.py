@@ -4,8 +4,8 @@ step of moe-fine x48 at batch 1 on a 2-core AMD EPYC family 26) and still tell t
 moe-fine and its dense draft in transformers, float32; the bench's held-out prompts (8 per task, 128 tokens at most),
 32 greedy tokens each. Per request: the share of the first JUDGED output positions where the draft's argmax, given
 the whole context or only the last W tokens before the predicted one, equals the target's greedy token, against the
-same share over all 32 output positions (what verifies would meet). usage (from the repository root):
-.venv/bin/python bench/results/judge-window-s56/window_agreement.py > bench/results/judge-window-s56/window_agreement.txt"""
+same share over all 32 output positions (what verifies would meet). usage (from the repository root): .venv/bin/python
+bench/results/judge-window-s56/window_agreement.py > bench/results/judge-window-s56/window_agreement.txt"""
 
 import os
 import statistics
