@@ -1,5 +1,5 @@
 """Scratch (fifty-sixth session): could a first judgement run the dense draft over a window of the context instead of
-the whole context (the catch-up over a ~130-token prompt is most of a judgement's cost: ~6.4 ms against a 4.6 ms plain
+the whole context (the catch-up over a ~130-token prompt is most of a judgement's cost: ~6 ms against a 4.6 ms plain
 step of moe-fine x48 at batch 1 on a 2-core AMD EPYC family 26) and still tell the requests whose drafts pay?
 moe-fine and its dense draft in transformers, float32; the bench's held-out prompts (8 per task, 128 tokens at most),
 32 greedy tokens each. Per request: the share of the first JUDGED output positions where the draft's argmax, given
