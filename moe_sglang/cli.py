@@ -11,6 +11,7 @@ from moe_sglang.settings import (
     CPU_ATTENTION,
     CPU_GEMM,
     DRAFT_FORWARD,
+    DRAFT_THREAD,
     EXPERT_WEIGHTS,
     GEMM_PLAN,
     PROCESS_START,
@@ -86,6 +87,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "draft on CPU; otherwise SGLang's runner), chain forwards' attention by the C++ op and "
         "bfloat16-exact MLP and LM head weights read as bfloat16; torch-ops = direct in torch ops and float32; "
         "sglang = SGLang's model runner (the last two for comparisons)",
+    )
+    parser.add_argument(
+        "--draft-thread",
+        default=EngineSettings().draft_thread,
+        choices=DRAFT_THREAD,
+        help="STANDALONE draft model's forwards that a step does not wait on (a prompt's catch-up during the "
+        "target's prefill, a judgement during the step's target forward): auto = on a thread of their own where the "
+        "process may use more CPUs than torch's threads; on / off = always / never on that thread",
     )
     parser.add_argument(
         "--target-forward",
@@ -165,6 +174,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
             cpu_gemm=args.cpu_gemm,
             expert_weights=args.expert_weights,
             draft_forward=args.draft_forward,
+            draft_thread=args.draft_thread,
             target_forward=args.target_forward,
             process_start=args.process_start,
             gemm_plan=args.gemm_plan,

@@ -37,16 +37,22 @@ speculates has no catch-up.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from moe_sglang.draft_forward import DirectDraft
+from moe_sglang.draft_thread import AT_ONCE, Beside
 from moe_sglang.draft_tree import DraftTree
 from moe_sglang.ragged import verify_layout
 from moe_sglang.verify import DraftTrees
 from service.policy import ShadowOutcome
+
+# The longest context a prefill's catch-up runs beside the target's prefill (prefill_later): its forward attends
+# densely over each request's tokens ([T, T] scores per head), which past this is left to the lazy catch-up.
+PREFILL_CATCH_UP = 2048
 
 
 @dataclass
@@ -119,6 +125,12 @@ class DraftModelDrafter:
         """Judge the draft model of requests `rows` (at K = 0 this step) against their emitted tokens (module
         docstring, judging); returns the outcomes and the tokens the draft model ran besides the roots (its catch-up,
         counted as `backlogs` counts it)."""
+        return self.judge_later(batch, rows)()
+
+    def judge_later(self, batch, rows: list[int], beside: Callable = AT_ONCE) -> Callable[[], tuple]:
+        """`judge`, its draft forward run by `beside` (a draft_thread.Beside, or a function that wraps one) from
+        inputs copied from the batch now; the returned join gives judge's value (and keeps the draft cache's state
+        in step) on the caller's thread."""
         seq = _seq_lens(batch)
         judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
         parts, roots, logit_rows, offset = [], [], [], 0
@@ -133,15 +145,60 @@ class DraftModelDrafter:
             parts.append(part)
             offset += len(part.tokens)
         if not logit_rows:
-            return (), 0  # nothing emitted since the last judgement: no forward, the draft cache stays as it was
-        predicted = self._forward(batch, judged, parts, logit_rows).argmax(dim=-1).tolist()
-        outcomes, at = [], 0
-        for (rid, emitted), r in zip(roots, judged, strict=True):
-            hits = [p == t for p, t in zip(predicted[at : at + len(emitted)], emitted, strict=True)]
-            at += len(emitted)
-            outcomes += [ShadowOutcome(rid, self.max_depth, k, a) for k, a in _replayed(hits, self.max_depth)]
-            self.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
-        return tuple(outcomes), sum(len(p.tokens) for p in parts) - len(judged)
+            return lambda: ((), 0)  # nothing emitted since the last judgement: no forward, the draft cache as it was
+        if self.direct is not None:
+            inputs = _direct_inputs(batch, judged, parts, logit_rows)
+            predicted = beside(lambda: self.direct.logits(*inputs).argmax(dim=-1).tolist())
+        else:  # SGLang's runner reads the batch and its runner's state: on this thread
+            ran = self._forward(batch, judged, parts, logit_rows).argmax(dim=-1).tolist()
+            predicted = lambda: ran  # noqa: E731
+        ran_tokens = sum(len(p.tokens) for p in parts) - len(judged)
+
+        def outcomes() -> tuple[tuple[ShadowOutcome, ...], int]:
+            tokens, found, at = predicted(), [], 0
+            for (rid, emitted), r in zip(roots, judged, strict=True):
+                hits = [p == t for p, t in zip(tokens[at : at + len(emitted)], emitted, strict=True)]
+                at += len(emitted)
+                found += [ShadowOutcome(rid, self.max_depth, k, a) for k, a in _replayed(hits, self.max_depth)]
+                self.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
+            return tuple(found), ran_tokens
+
+        return outcomes
+
+    def prefill_later(self, batch, beside: Beside, drafts: list[bool] | None = None) -> Callable[[], int]:
+        """After `reset` of a prefill's requests: where `beside` runs on a thread of its own and the draft forward is
+        the direct one, the draft model's catch-up over each request that may draft (`drafts[i]`, default all)
+        whose whole context this prefill puts in the target's cache (not a chunk of a longer prompt) and that has at
+        most PREFILL_CATCH_UP tokens, run beside the target's prefill; the join marks them caught up (`seen`) and
+        returns the tokens it ran. A request's first judgement then runs only what it emitted since. On the
+        scheduler's own thread nothing runs here: the catch-up stays lazy (a request whose drafter is never judged
+        never pays it)."""
+        if not beside.threaded or self.direct is None:
+            return lambda: 0
+        seq = _seq_lens(batch)
+        drafts = drafts or [True] * len(batch.reqs)
+        rows = [
+            i
+            for i, req in enumerate(batch.reqs)
+            if drafts[i]
+            and 0 < seq[i] <= PREFILL_CATCH_UP
+            and seq[i] == len(req.origin_input_ids) + len(req.output_ids)
+        ]
+        if not rows:
+            return lambda: 0
+        caught = [DraftRequest(i, seq[i], 0, None) for i in rows]
+        parts = [self._lag_part(batch.reqs[r.row], r.seq_len - 1) for r in caught]  # tokens [0, seq_len)
+        ends = (np.cumsum([len(p.tokens) for p in parts]) - 1).tolist()  # one row each: the LM head is not needed
+        inputs = _direct_inputs(batch, caught, parts, ends)
+        ran = beside(lambda: self.direct.logits(*inputs))
+
+        def caught_up() -> int:
+            ran()
+            for r in caught:
+                self.seen[batch.reqs[r.row].rid] = r.seq_len
+            return sum(r.seq_len for r in caught)
+
+        return caught_up
 
     def _catch_up(self, batch, drafting: list[DraftRequest]) -> None:
         """Depth 1: the tokens the draft cache lacks, the root last; its logits give the first draft level."""
@@ -195,23 +252,16 @@ class DraftModelDrafter:
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
         from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
+        if self.direct is not None:
+            return self.direct.logits(*_direct_inputs(batch, drafting, parts, logit_rows))
         device = batch.device
-        rows = torch.as_tensor([r.row for r in drafting], device=device)
         lens = [len(p.tokens) for p in parts]
-        pools = batch.req_pool_indices[rows].repeat_interleave(torch.as_tensor(lens, device=device))
-        slot_positions = torch.as_tensor([s for p in parts for s in p.slot_positions], device=device)
         tokens = torch.as_tensor([t for p in parts for t in p.tokens], dtype=torch.int64, device=device)
         positions = torch.as_tensor([q for p in parts for q in p.positions], dtype=torch.int64, device=device)
         mask = torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device)
         selected = torch.as_tensor(logit_rows, dtype=torch.int64, device=device)
-        req_to_token = batch.req_to_token_pool.req_to_token
-        out_cache_loc = req_to_token[pools, slot_positions].to(torch.int64)
+        out_cache_loc = _slots(batch, drafting, parts)
         prefixes = [p.prefix for p in parts]
-        if self.direct is not None:
-            return self.direct.logits(
-                tokens, positions, out_cache_loc, req_to_token, batch.req_pool_indices[rows], prefixes, lens, mask,
-                selected, all(p.chain for p in parts),
-            )  # fmt: skip
         spec = NgramVerifyInput(draft_token=tokens, custom_mask=mask, positions=positions, draft_token_num=max(lens))
         spec.ragged_verify_layout = verify_layout(lens, device)
         spec.logit_rows = selected
@@ -244,6 +294,36 @@ def _chain_part(r: DraftRequest) -> _Part:
     node = r.tree.frontier[0]
     at = r.seq_len + r.tree.nodes[node].depth
     return _Part(at, [r.tree.nodes[node].token], [at], [at], np.ones((1, 1), dtype=bool), True)
+
+
+def _slots(batch, drafting: list[DraftRequest], parts: list[_Part]) -> torch.Tensor:
+    """[T] int64: the draft KV slot of every token of the parts, laid end to end."""
+    device = batch.device
+    rows = torch.as_tensor([r.row for r in drafting], device=device)
+    lens = torch.as_tensor([len(p.tokens) for p in parts], device=device)
+    pools = batch.req_pool_indices[rows].repeat_interleave(lens)
+    slot_positions = torch.as_tensor([s for p in parts for s in p.slot_positions], device=device)
+    return batch.req_to_token_pool.req_to_token[pools, slot_positions].to(torch.int64)
+
+
+def _direct_inputs(batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> tuple:
+    """DirectDraft.logits' arguments for a forward over the parts, every one built from the batch now (its fields
+    are not read again: draft_thread.py runs the forward while the target's forward swaps them); the forward reads
+    only the request-to-slot table's rows of these requests, which no forward of the step rewrites."""
+    device = batch.device
+    rows = torch.as_tensor([r.row for r in drafting], device=device)
+    return (
+        torch.as_tensor([t for p in parts for t in p.tokens], dtype=torch.int64, device=device),
+        torch.as_tensor([q for p in parts for q in p.positions], dtype=torch.int64, device=device),
+        _slots(batch, drafting, parts),
+        batch.req_to_token_pool.req_to_token,
+        batch.req_pool_indices[rows].clone(),
+        [p.prefix for p in parts],
+        [len(p.tokens) for p in parts],
+        torch.as_tensor(np.concatenate([p.mask.reshape(-1) for p in parts]), device=device),
+        torch.as_tensor(logit_rows, dtype=torch.int64, device=device),
+        all(p.chain for p in parts),
+    )
 
 
 class SelectedLogits(torch.nn.Module):

@@ -54,6 +54,12 @@ EXPERT_WEIGHTS = ("bf16-exact", "float32")
 # sglang = always SGLang's runner. The last two are kept for comparisons.
 DRAFT_FORWARD = ("direct", "torch-ops", "sglang")
 
+# Where the STANDALONE draft model's forwards that a step does not wait on run (a prompt's catch-up during the
+# target's prefill, a judgement during the step's target forward; moe_sglang/draft_thread.py): auto = on a thread of
+# their own where the process may use more CPUs than torch's threads, else on the scheduler's thread; on / off =
+# always the one or the other (off: as before, for comparisons). Only the direct draft forward runs on the thread.
+DRAFT_THREAD = ("auto", "on", "off")
+
 # How the CPU engine's target model runs its decode and verify forwards (moe_sglang/target_forward.py): direct = its
 # arithmetic over the KV pool, without SGLang's model stack, where that reproduces the model (a Mixtral-shaped float32
 # model on CPU; otherwise SGLang's forward), its MoE sublayers without the TopK / FusedMoE modules' dispatch where
@@ -93,6 +99,7 @@ ENV = {
     "cpu_gemm": "MOE_SERVE_CPU_GEMM",
     "expert_weights": "MOE_SERVE_EXPERT_WEIGHTS",
     "draft_forward": "MOE_SERVE_DRAFT_FORWARD",
+    "draft_thread": "MOE_SERVE_DRAFT_THREAD",
     "target_forward": "MOE_SERVE_TARGET_FORWARD",
     "process_start": "MOE_SERVE_PROCESS_START",
     "gemm_plan": "MOE_SERVE_GEMM_PLAN",
@@ -112,6 +119,7 @@ class EngineSettings:
     cpu_gemm: str = "tuned"  # CPU_GEMM
     expert_weights: str = "bf16-exact"  # EXPERT_WEIGHTS (bf16-exact: the target's LM head too, target_forward.py)
     draft_forward: str = "direct"  # DRAFT_FORWARD
+    draft_thread: str = "auto"  # DRAFT_THREAD
     target_forward: str = "direct"  # TARGET_FORWARD
     process_start: str = "fork"  # PROCESS_START
     gemm_plan: str = "cached"  # GEMM_PLAN
@@ -132,6 +140,8 @@ class EngineSettings:
             raise ValueError(f"expert weights {self.expert_weights!r}: expected one of {EXPERT_WEIGHTS}")
         if self.draft_forward not in DRAFT_FORWARD:
             raise ValueError(f"draft forward {self.draft_forward!r}: expected one of {DRAFT_FORWARD}")
+        if self.draft_thread not in DRAFT_THREAD:
+            raise ValueError(f"draft thread {self.draft_thread!r}: expected one of {DRAFT_THREAD}")
         if self.target_forward not in TARGET_FORWARD:
             raise ValueError(f"target forward {self.target_forward!r}: expected one of {TARGET_FORWARD}")
         if self.process_start not in PROCESS_START:
@@ -165,6 +175,7 @@ class EngineSettings:
             ENV["cpu_gemm"]: self.cpu_gemm,
             ENV["expert_weights"]: self.expert_weights,
             ENV["draft_forward"]: self.draft_forward,
+            ENV["draft_thread"]: self.draft_thread,
             ENV["target_forward"]: self.target_forward,
             ENV["process_start"]: self.process_start,
             ENV["gemm_plan"]: self.gemm_plan,
@@ -186,6 +197,7 @@ class EngineSettings:
             cpu_gemm=env.get(ENV["cpu_gemm"]) or defaults.cpu_gemm,
             expert_weights=env.get(ENV["expert_weights"]) or defaults.expert_weights,
             draft_forward=env.get(ENV["draft_forward"]) or defaults.draft_forward,
+            draft_thread=env.get(ENV["draft_thread"]) or defaults.draft_thread,
             target_forward=env.get(ENV["target_forward"]) or defaults.target_forward,
             process_start=env.get(ENV["process_start"]) or defaults.process_start,
             gemm_plan=env.get(ENV["gemm_plan"]) or defaults.gemm_plan,

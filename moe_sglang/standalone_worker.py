@@ -25,6 +25,7 @@ from moe_sglang import plugin
 from moe_sglang.accept import step_result
 from moe_sglang.draft_forward import DirectDraft
 from moe_sglang.draft_model import DraftModelDrafter, SelectedLogits
+from moe_sglang.draft_thread import Beside
 from moe_sglang.plain_burst import burst_len
 from moe_sglang.settings import EngineSettings
 from moe_sglang.step import SpecRuntime, model_shape
@@ -44,6 +45,7 @@ def worker_class():
             self.spec_runtime = SpecRuntime(
                 self.settings, model_shape(target_worker.model_config), request_stats=plugin.STATE.request_stats
             )
+            self.beside = Beside.for_setting(self.settings.draft_thread)  # draft forwards beside the target's
             self.drafter = DraftModelDrafter(
                 self._draft_worker.draft_worker,
                 self.topk,
@@ -57,6 +59,8 @@ def worker_class():
             _ragged_draft_backend(self._draft_worker.draft_runner)
             # here, not in __init__: SGLang allocates the KV pools between the two (scheduler.init_model_worker)
             self.drafter.direct = _direct_draft(self.settings, self._draft_worker.draft_runner)
+            if self.drafter.direct is not None and self.beside.threaded:
+                logger.info("draft model: prompt catch-ups and judgements on a thread beside the target's forwards")
 
         def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None):
             if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
@@ -96,9 +100,16 @@ def _ragged_draft_backend(draft_runner) -> None:
 
 
 def _prefill(worker, batch, on_publish):
-    """The target's prefill; the result in the NGRAM shape (one token per request, rows of n)."""
-    result = worker.target_worker.forward_batch_generation(batch)
+    """The target's prefill, the draft model's catch-up over the prompts beside it where a core is spare
+    (DraftModelDrafter.prefill_later); the result in the NGRAM shape (one token per request, rows of n)."""
     worker.drafter.reset([req.rid for req in batch.reqs])
+    # not for a request whose hints keep it at K = 0: it will never draft nor be judged (speculation off costs nothing)
+    drafts = [worker.spec_runtime.may_draft(req) for req in batch.reqs]
+    caught_up = worker.drafter.prefill_later(batch, worker.beside, drafts)
+    try:
+        result = worker.target_worker.forward_batch_generation(batch)
+    finally:
+        caught_up()  # joined before the prefill returns (draft_thread.py)
     bs, n = len(batch.reqs), worker.speculative_num_draft_tokens
     rows = torch.zeros(bs, n, dtype=torch.int32, device=batch.device)
     rows[:, 0] = result.next_token_ids
@@ -123,20 +134,23 @@ def _decode(worker, batch, on_publish):
         batch.reqs, max_k=worker.speculative_num_draft_tokens - 1, backlogs=worker.drafter.backlogs(batch)
     )
     plan = runtime.plan(step, judging=True)
-    shadow = _judge(worker.drafter, batch, step, plan.judge)
+    judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside)
     drafting = []
-    if max(plan.ks) == 0:
-        out = plain_step(worker, batch, step, burst_len(worker, batch, step))
-        accept_lens = [1] * len(batch.reqs)
-    else:
-        start = time.perf_counter()
-        trees, drafting, forwards = worker.drafter.draft(batch, list(plan.ks))
-        step.draft_steps += forwards
-        step.draft_backlog_tokens += sum(step.views[r.row].draft_backlog for r in drafting)
-        step.draft_s += time.perf_counter() - start
-        runtime.count_draft()
-        accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]
-        out = verify_step(worker, batch, step, trees, accept_lens)
+    try:
+        if max(plan.ks) == 0:
+            out = plain_step(worker, batch, step, burst_len(worker, batch, step))
+            accept_lens = [1] * len(batch.reqs)
+        else:
+            start = time.perf_counter()
+            trees, drafting, forwards = worker.drafter.draft(batch, list(plan.ks))
+            step.draft_steps += forwards
+            step.draft_backlog_tokens += sum(step.views[r.row].draft_backlog for r in drafting)
+            step.draft_s += time.perf_counter() - start
+            runtime.count_draft()
+            accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]
+            out = verify_step(worker, batch, step, trees, accept_lens)
+    finally:
+        shadow = judged()  # joined before the step returns (draft_thread.py)
     accepted = out.accepted()
     worker.drafter.accepted(batch, drafting, accepted)
     if on_publish is not None:
@@ -147,19 +161,43 @@ def _decode(worker, batch, on_publish):
     return out.result
 
 
-def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...]):
+def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], beside: Beside):
     """The draft model judged without a verify for the requests the plan names (draft_model.py, judging): one
-    draft forward over what their draft cache lacks, timed and counted apart from drafting (StepStats.judge_s):
-    a judgement is one forward over a context (~130 rows at a first judgement on the bench's prompts, the draft
-    forward's long path), a draft step one over a few rows, and counted as one draft step with its catch-up the
-    judgements taught the policy's fit a draft step ~3x its cost (3.5 ms against ~1 ms measured per chain step on
-    the CPU engine, moe-fine's dense draft), which then priced every speculative step out at batch 1."""
+    draft forward over what their draft cache lacks, run by `beside` (draft_thread.py) while the step drafts for
+    the others and runs the target's forward; the returned join gives the shadow outcomes. Timed and counted apart
+    from drafting (StepStats.judge_s): a judgement is one forward over a context (~130 rows at a first judgement on
+    the bench's prompts where the prompt was not caught up at its prefill, the draft forward's long path), a draft
+    step one over a few rows, and counted as one draft step with its catch-up the judgements taught the policy's fit
+    a draft step ~3x its cost (3.5 ms against ~1 ms measured per chain step on the CPU engine, moe-fine's dense
+    draft), which then priced every speculative step out at batch 1. What is timed is what the step waited for:
+    the whole forward on the scheduler's thread, on a thread of its own the time its join waited."""
     rows = [i for i, asked in enumerate(judge) if asked]
     if not rows:
-        return ()
+        return lambda: ()
+    forward_s = []  # the judging forward's own seconds, wherever it ran
+
+    def timed(fn):
+        def run():
+            at = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                forward_s.append(time.perf_counter() - at)
+
+        return beside(run)
+
     start = time.perf_counter()
-    shadow, ran = drafter.judge(batch, rows)
-    if shadow:  # a forward ran (none where nothing was emitted since their last judgement)
-        step.judge_s += time.perf_counter() - start
-        step.judge_tokens += ran
-    return shadow
+    later = drafter.judge_later(batch, rows, timed)
+    waited = time.perf_counter() - start if not beside.threaded else 0.0
+
+    def join():
+        at = time.perf_counter()
+        shadow, ran = later()
+        if shadow:  # a forward ran (none where nothing was emitted since their last judgement)
+            step.judge_s += waited + (time.perf_counter() - at)
+            step.judge_tokens += ran
+            if beside.threaded:
+                step.judge_beside_s += sum(forward_s)
+        return shadow
+
+    return join

@@ -44,6 +44,7 @@ class StepInFlight:
     draft_backlog_tokens: int = 0  # tokens the draft model ran to catch up (STANDALONE's lazy draft cache)
     judge_s: float = 0.0  # seconds of the draft forward judging requests at K = 0 (STANDALONE; not in draft_s)
     judge_tokens: int = 0  # tokens that forward ran besides the judged roots (their catch-up)
+    judge_beside_s: float = 0.0  # seconds that forward ran on the draft thread, beside the step (draft_thread.py)
     verify_width: int = 0  # tokens per request of a rectangular / fixed verify layout; 0 = ragged (k_i + 1 each)
     plain: bool = False  # the target ran a plain decode (nobody verified a draft)
     unique_experts: tuple[int, ...] = ()  # [num_layers] experts the target forward computed
@@ -242,6 +243,10 @@ class SpecRuntime:
             self.counts.decode_tokens += tokens
         if self.metrics is not None:
             self.metrics.count_forward(kind, tokens)
+
+    def may_draft(self, req) -> bool:
+        """Whether the request's hints let it draft at all (a max_k of 0 keeps it plain for its whole life)."""
+        return self._hints(req).max_k != 0
 
     def _hints(self, req) -> RequestHints:
         """The request's hints, parsed at its first decode step (a request's sampling parameters do not change)."""

@@ -11,6 +11,8 @@ scheduler process when the step closes:
     k                the K each request's policy chose; verified / accepted: drafts verified and accepted
     plain            the target ran a plain decode (nobody verified a draft)
     draft_ms, verify_ms, other_ms   the step's time split as StepStats has it
+    judge_ms         what the step waited for a judging forward (StepStats.judge_s); judge_beside_ms: that
+                     forward's own time where it ran on the draft thread beside the step (draft_thread.py), else 0
     resting          requests resting this step (Decision.rest_until)
     shadow           drafts judged without a verify this step: [drafts judged, accepted] per ShadowOutcome
     depth            per request, drafts its lookup found when the policies were asked (NGRAM); [] where the
@@ -40,6 +42,7 @@ class StepLog:
             "plain": stats.plain,
             "draft_ms": round(stats.draft_s * 1e3, 3),
             "judge_ms": round(stats.judge_s * 1e3, 3),
+            "judge_beside_ms": round(step.judge_beside_s * 1e3, 3),
             "verify_ms": round(stats.verify_s * 1e3, 3),
             "other_ms": round(stats.other_s * 1e3, 3),
             "resting": sum(step.resting),

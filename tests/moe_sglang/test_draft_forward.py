@@ -201,3 +201,59 @@ def test_chain_drafts_are_the_draft_models_greedy_continuation(hf, attention_op)
     for r, depth in zip(drafting, (4, 2), strict=True):
         chain = [n.token for n in r.tree.nodes[1:]]
         assert chain == greedy(hf, prompts[r.row], depth), f"request {r.row}"
+
+
+def batch_of(prompts, outputs, committed):
+    """A speculative batch of two requests (slots: REQ_TO_TOKEN), `committed` tokens of each in the KV caches."""
+    return SimpleNamespace(
+        reqs=[
+            SimpleNamespace(rid=f"r{i}", origin_input_ids=p, output_ids=o)
+            for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))
+        ],
+        seq_lens_cpu=torch.tensor(committed),
+        seq_lens=torch.tensor(committed),
+        req_pool_indices=torch.tensor([0, 1]),
+        req_to_token_pool=SimpleNamespace(req_to_token=REQ_TO_TOKEN),
+        device="cpu",
+    )
+
+
+@pytest.mark.parametrize("attention_op", [False, True], ids=["torch-ops", "op"])
+def test_judgements_beside_the_target_and_prompts_caught_up_at_prefill_judge_as_at_once(hf, attention_op):
+    """moe_sglang/draft_thread.py: a judgement whose draft forward runs on the draft thread gives the outcomes, draft
+    cache and `seen` of one run at once, bit for bit; prompts caught up beside their prefill (prefill_later) leave a
+    judgement only the emitted tokens to run, with the same outcomes and the same draft K/V (to rounding: other row
+    counts per forward); on the scheduler's own thread, and for a request that may not draft, it stays lazy."""
+    from moe_sglang.draft_model import DraftModelDrafter
+    from moe_sglang.draft_thread import AT_ONCE, Beside
+
+    assert not attention_op or stream_gemm.load(), stream_gemm.error()
+    prompts = [A, B]
+    outputs = [greedy(hf, A, 5) + [7, 250], [1, 2, 3, 4, 5]]  # the draft's own tokens (hits), then misses
+    decode = batch_of(prompts, outputs, [len(p) + len(o) - 1 for p, o in zip(prompts, outputs, strict=True)])
+    prefill = batch_of(prompts, [[], []], [len(p) for p in prompts])
+
+    def drafter():
+        draft = dataclasses.replace(direct_of(hf), attention_op=attention_op)  # a NaN pool of its own
+        made = DraftModelDrafter(worker=None, topk=1, max_depth=3, stride=4, direct=draft)
+        made.reset(["r0", "r1"])
+        return made, draft.kv_pool()
+
+    at_once, pool = drafter()
+    shadow, ran = at_once.judge(decode, [0, 1])
+    assert ran == sum(decode.seq_lens.tolist()) and [o.request_id for o in shadow[:1]] == ["r0"]
+    assert shadow[0].accepted == 3 and sum(o.accepted for o in shadow) < sum(o.k for o in shadow), shadow
+    beside = Beside(threaded=True)
+    later, later_pool = drafter()
+    assert later.judge_later(decode, [0, 1], beside)() == (shadow, ran)
+    caught, caught_pool = drafter()
+    assert caught.prefill_later(prefill, AT_ONCE)() == 0 and caught.seen == {"r0": 0, "r1": 0}
+    assert caught.prefill_later(prefill, beside)() == len(A) + len(B)
+    assert caught.seen == {"r0": len(A), "r1": len(B)}
+    assert caught.judge(decode, [0, 1]) == (shadow, ran - len(A) - len(B))
+    assert later.seen == caught.seen == at_once.seen
+    one, _ = drafter()  # a request that may not draft (its hints cap K at 0) is not caught up
+    assert one.prefill_later(prefill, beside, [False, True])() == len(B) and one.seen == {"r0": 0, "r1": len(B)}
+    for layer in range(len(pool.keys)):
+        assert torch.equal(later_pool.keys[layer].nan_to_num(7.0), pool.keys[layer].nan_to_num(7.0))
+        assert torch.allclose(caught_pool.keys[layer], pool.keys[layer], atol=1e-5, equal_nan=True)

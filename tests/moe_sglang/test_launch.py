@@ -124,7 +124,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
     args = build_parser().parse_args(
         ["engine", "--default-policy", "cascade", "--verify-layout", "rectangular", "--budget-mode", "substitution"]
         + ["--cpu-attention", "loop", "--cpu-gemm", "linear", "--draft-forward", "sglang", "--target-forward", "sglang"]
-        + ["--process-start", "spawn", "--gemm-plan", "tune", "--arrival-gather-ms", "25"]
+        + ["--draft-thread", "on", "--process-start", "spawn", "--gemm-plan", "tune", "--arrival-gather-ms", "25"]
         + ["--plain-burst", "2", "--step-log", "/tmp/steps.jsonl"]
     )
     config = args._module.engine_config(args)
@@ -135,6 +135,7 @@ def test_engine_settings_are_flags_config_fields_and_the_scheduler_environment()
         cpu_attention="loop",
         cpu_gemm="linear",
         draft_forward="sglang",
+        draft_thread="on",
         target_forward="sglang",
         process_start="spawn",
         gemm_plan="tune",

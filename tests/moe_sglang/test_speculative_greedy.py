@@ -49,7 +49,11 @@ def spec_config(case, tiny_models):
     spec = dict(SPEC_CASES[case])
     if spec["algorithm"] == "standalone":
         spec["draft_model_path"] = str(tiny_models[DRAFTS.get(case, "mixtral-echo")])
-    return engine_config(tiny_models["mixtral-echo"], metrics=True, **spec)
+    config = engine_config(tiny_models["mixtral-echo"], metrics=True, **spec)
+    if DRAFTS.get(case) == "llama-echo":  # the direct draft forward's work beside the target's on its own thread,
+        # whatever the host's spare cores (draft_thread.py): each prompt caught up beside its prefill
+        config = replace(config, settings=replace(config.settings, draft_thread="on"))
+    return config
 
 
 def spec_engine(case, tiny_models, engine_pool) -> str:
@@ -80,6 +84,7 @@ def test_speculative_greedy_equals_plain(case, plain_outputs, tiny_models, engin
             else "SGLang's runner (MoeServeMixtralForCausalLM is not"
         )
         assert f"draft model: {expected}" in log
+        assert ("on a thread beside the target's forwards" in log) == (DRAFTS.get(case) == "llama-echo")
     if case == "standalone-poor-draft":
         assert min(accept_lengths) < 1.2, f"a draft with other weights should be rejected mostly: {accept_lengths}"
     elif DRAFTS.get(case) == "llama-echo":  # another architecture's echo: some drafts accepted, not many
@@ -146,7 +151,9 @@ def test_mixed_k_batch_equals_plain(case, plain_outputs, tiny_models, engine_poo
     assert mixed_steps(url) > before, f"{case}: K = 0 and K > 0 never shared a step"
 
 
-@pytest.mark.parametrize(("draft", "accepting"), [("mixtral-echo", True), ("mixtral-other", False)])
+@pytest.mark.parametrize(
+    ("draft", "accepting"), [("mixtral-echo", True), ("mixtral-other", False), ("llama-echo", None)]
+)
 def test_standalone_judges_its_draft_model_without_a_verify(
     draft, accepting, plain_outputs, tiny_models, engine_pool, tmp_path
 ):
@@ -157,12 +164,16 @@ def test_standalone_judges_its_draft_model_without_a_verify(
     Output is plain decoding's either way. The judgement gate is off: on the tiny models a STANDALONE step is fixed
     cost and speculation cannot repay a judgement (judgements_pay), which would leave nothing judged to check.
     A judgement's forward is timed apart from drafting (StepStats.judge_s; the step log shows both): a policy that
-    fits draft steps on it prices every draft step as a forward over a context."""
+    fits draft steps on it prices every draft step as a forward over a context. The dense draft (llama-echo, another
+    architecture's echo: its acceptance is not asserted) runs its judgements on the draft thread (draft_thread.py),
+    each prompt caught up beside its prefill: the step waits only for what the forward had left when the target's
+    was done, and the log has the forward's own time apart."""
     spec = dict(SPEC_CASES["standalone-chain"], draft_model_path=str(tiny_models[draft]))
     config = engine_config(tiny_models["mixtral-echo"], **spec)
     params = '{"moe-serve": {"acceptance_prior": 0.0, "judge_gate": false}}'
     steps = tmp_path / "steps.jsonl"
-    settings = replace(config.settings, policy_params_json=params, step_log=str(steps))
+    beside = "on" if draft == "llama-echo" else "auto"
+    settings = replace(config.settings, policy_params_json=params, step_log=str(steps), draft_thread=beside)
     url = engine_pool.url(replace(config, settings=settings))
     judged = accepted = 0
     for prompt in ACCEPTING:
@@ -183,9 +194,17 @@ def test_standalone_judges_its_draft_model_without_a_verify(
         assert stats["expert_reuse"] is not None, stats
     logged = read_steps(steps)
     judging = [s for s in logged if s["shadow"] and not any(s["k"])]
-    assert judging and all(s["judge_ms"] > 0 and s["draft_ms"] == 0 for s in judging), judging[:3]
-    assert all(s["judge_ms"] == 0 for s in logged if not s["shadow"]), logged[:3]
-    if accepting:
+    own = "judge_beside_ms" if draft == "llama-echo" else "judge_ms"  # the forward's own time
+    assert judging and all(s[own] > 0 and s["draft_ms"] == 0 for s in judging), judging[:3]
+    assert all(s["judge_ms"] == s["judge_beside_ms"] == 0 for s in logged if not s["shadow"]), logged[:3]
+    if draft != "llama-echo":
+        assert all(s["judge_beside_ms"] == 0 for s in logged), logged[:3]
+    if accepting is None:
+        assert (
+            "on a thread beside the target's forwards"
+            in engine_pool.logs[replace(config, settings=settings)].read_text()
+        )
+    elif accepting:
         assert accepted == judged, (accepted, judged)
     else:
         assert accepted <= 0.2 * judged, (accepted, judged)
