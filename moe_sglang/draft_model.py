@@ -6,7 +6,9 @@ request's new tokens every step (a draft forward of `n` tokens per request even 
 request remembers how far the draft cache is valid (`seen`: positions [0, seen) hold the draft's KV of the
 request's own tokens, in the same KV slots the target uses); when it drafts again, its first draft forward runs the
 tokens since then plus the root in one extend. A request at K = 0 therefore costs the draft model nothing, and one
-that speculates after a pause pays one catch-up forward instead of one per step. The draft is fed each token at its
+that speculates after a pause pays one catch-up forward instead of one per step. Where a core is spare
+(draft_thread.py), a new prompt's catch-up runs beside the target's prefill instead (`prefill_later`) and a
+judgement beside the step's target forward (`judge_later`), off the step's path. The draft is fed each token at its
 own position (SGLang's STANDALONE feeds its draft the prompt shifted by one, EAGLE's convention).
 
 Every draft forward runs the draft model over a subset of the batch with ragged lengths and a tree mask, directly
@@ -187,6 +189,7 @@ class DraftModelDrafter:
         if not rows:
             return lambda: 0
         caught = [DraftRequest(i, seq[i], 0, None) for i in rows]
+        rids = [batch.reqs[r.row].rid for r in caught]
         parts = [self._lag_part(batch.reqs[r.row], r.seq_len - 1) for r in caught]  # tokens [0, seq_len)
         ends = (np.cumsum([len(p.tokens) for p in parts]) - 1).tolist()  # one row each: the LM head is not needed
         inputs = _direct_inputs(batch, caught, parts, ends)
@@ -194,8 +197,8 @@ class DraftModelDrafter:
 
         def caught_up() -> int:
             ran()
-            for r in caught:
-                self.seen[batch.reqs[r.row].rid] = r.seq_len
+            for rid, r in zip(rids, caught, strict=True):
+                self.seen[rid] = r.seq_len
             return sum(r.seq_len for r in caught)
 
         return caught_up
