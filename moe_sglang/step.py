@@ -249,7 +249,8 @@ class SpecRuntime:
         return self._hints(req).max_k != 0
 
     def _hints(self, req) -> RequestHints:
-        """The request's hints, parsed at its first decode step (a request's sampling parameters do not change)."""
+        """The request's hints, parsed once, at its prefill or first decode step (its sampling parameters never
+        change)."""
         key = (req.rid, id(req.sampling_params))
         hints = self.hints.get(key)
         if hints is None:
