@@ -70,10 +70,11 @@ class PolicySet:
         layout: str = "fixed",
         judging: bool = False,
         plain_burst: int = 1,
+        judge_beside: bool = False,
     ) -> StepPlan:
         """`layout`: how this step's verify forward will be laid out (service.policy.types.VERIFY_LAYOUTS);
         `judging`: the engine can judge a request's drafter without a verify (BatchView.judging); `plain_burst`:
-        BatchView.plain_burst."""
+        BatchView.plain_burst; `judge_beside`: BatchView.judge_beside."""
         names = [self.resolve(h.policy) for h in hints]
         ks = [max_k] * len(views)
         judge = [False] * len(views)
@@ -88,6 +89,7 @@ class PolicySet:
                 verify_layout=layout,
                 judging=judging,
                 plain_burst=plain_burst,
+                judge_beside=judging and judge_beside,
             )
             decision: Decision = self.get(name).decide(view)
             for j, (i, d) in enumerate(zip(rows, decision.requests, strict=True)):

@@ -133,7 +133,7 @@ def _decode(worker, batch, on_publish):
     step = runtime.open(
         batch.reqs, max_k=worker.speculative_num_draft_tokens - 1, backlogs=worker.drafter.backlogs(batch)
     )
-    plan = runtime.plan(step, judging=True)
+    plan = runtime.plan(step, judging=True, beside=worker.drafter.direct is not None and worker.beside.threaded)
     judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside)
     drafting = []
     try:

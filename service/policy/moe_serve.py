@@ -68,7 +68,7 @@
   judging  where the engine can judge a drafter without a verify (BatchView.judging: moe-serve's STANDALONE runs its
            draft model over the request's committed tokens and compares each prediction with the token the target
            emitted, moe_sglang/draft_model.py), a request planned before drafting is never probed: once it has emitted
-           `judge_after` tokens it is judged (Decision.judge) where the judgement could pay for itself
+           `judge_after` tokens (moe_serve_probe.judge_after_of) it is judged (Decision.judge) where it could pay
            (`judgements_pay`: the draft model's catch-up over its context, which the whole batch waits for, against what
            speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements due in a
            step run together or rest until the back-off interval comes round; `judge_gate` off: judged once due), the
@@ -128,7 +128,9 @@ from service.policy.cost_model import StepTimeModel
 from service.policy.moe_serve_allocate import allocate, chains_of, objective, step_time
 from service.policy.moe_serve_observe import drafted_probs, observe, priced_for
 from service.policy.moe_serve_probe import (
+    JUDGE_AFTER,
     batch_hope,
+    judge_after_of,
     judge_due,
     judged_now,
     judgements_pay,
@@ -182,7 +184,7 @@ class MoeServePolicy:
         judged_first: bool = True,
         warm_up: bool = True,
         probe_hope: float = 0.8,
-        judge_after: int = 4,
+        judge_after: int | None = None,
         judge_gate: bool = True,
         max_rest: int = 16,
         rejudge_after: int = 2,
@@ -194,7 +196,7 @@ class MoeServePolicy:
             or refit_every < 1
             or min(probe_steps, probe_k) < 1
             or not 0.0 < probe_hope <= 1.0
-            or min(judge_after, rejudge_after) < 1
+            or min(JUDGE_AFTER if judge_after is None else judge_after, rejudge_after) < 1
             or max_rest < 0
         ):
             raise ValueError(
@@ -230,7 +232,7 @@ class MoeServePolicy:
         self._judged: set[str] = set()  # requests whose first judgement came due (judged, or declined: _unjudged)
         self._unjudged: set[str] = set()  # requests whose first judgement was due and did not pay (judgements_pay)
         self._awaiting: set[str] = set()  # requests whose first judgement is weighed again after a scout's (scout)
-        self.judge_after = judge_after  # tokens a request emits before its first judgement
+        self._judge_after, self._beside = judge_after, False  # `judge_after` (None: as BatchView.judge_beside)
         self.rejudge_after = rejudge_after  # steps at K = 0 after a speculative step until it is judged (judging)
         # first judgements only where they could pay (judgements_pay); off: every request is judged once due, its
         # acceptance measured whatever that costs (acceptance statistics on an engine where speculation cannot pay)
@@ -256,7 +258,7 @@ class MoeServePolicy:
             # nothing measured yet: the prior is a GPU's (on the CPU engine it priced a first step of 8 requests at
             # K = 2 at 31 ms; it took 325), so the first step is a plain one, which measures the machine
             return plan(batch, [0] * len(reqs), self._budget())
-        k_cap = min(self.k_max, batch.max_k)
+        k_cap, self._beside = min(self.k_max, batch.max_k), batch.judge_beside
         resting = [r.tokens_so_far < self._rest_until.get(r.request_id, 0) for r in reqs]
         probs, caps = [], []
         for r, asleep in zip(reqs, resting, strict=True):
@@ -383,11 +385,9 @@ class MoeServePolicy:
     _batch_hope = batch_hope
     _scout = scout
     _rests = rests
-
+    judge_after = property(judge_after_of)
     _chains = staticmethod(chains_of)
-
     trim = trim_to_confidences
-
     allocate = allocate
     _objective = objective
     _time = step_time

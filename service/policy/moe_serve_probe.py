@@ -216,6 +216,25 @@ def _upper(p: float, n: float, z: float = 1.0) -> float:
     return min((p + zz / 2 + z * (p * (1 - p) / n + zz / (4 * n)) ** 0.5) / (1 + zz), 1.0)
 
 
+# tokens a request emits before its first judgement, and steps at K = 0 before it is judged again (judge_due), where
+# a judgement costs the step its draft forward: at 2, without the draft thread, moe-serve's six-cell mean TPOT on the
+# CPU engine (STANDALONE, moe-fine x48, a Zen 5 host) read 1.052 of none's against 1.031-1.058 at 4, prose at batch 1
+# 0.96 against 0.90-0.92 (bench/results/standalone-b1-s56/ab/cmp.txt)
+JUDGE_AFTER = 4
+# where it runs beside the target's forward (BatchView.judge_beside): with the draft thread, 2 read moe-serve's
+# six-cell mean 0.895-0.915 of none's TPOT against 0.921-0.952 at 4 (prose at batch 1 0.65-0.74 against 0.82-0.89,
+# its requests speculating two tokens sooner; code at batch 1 1.02-1.05 against 0.98-1.02, worst cells alike:
+# bench/results/judge-after-s57)
+JUDGE_AFTER_BESIDE = 2
+
+
+def judge_after_of(self: MoeServePolicy) -> int:
+    """`judge_after` as set, else by where the engine runs judgements (BatchView.judge_beside, the latest batch's)."""
+    if self._judge_after is not None:
+        return self._judge_after
+    return JUDGE_AFTER_BESIDE if self._beside else JUDGE_AFTER
+
+
 def judge_due(self: MoeServePolicy, rid: str, tokens_so_far: int, interval: int) -> bool:
     """Whether a request at K = 0 has its drafter judged this step (moe_serve.py docstring, judging): first once it
     has emitted `judge_after` tokens, then after `judge_after` steps at K = 0, the interval doubling each time (a

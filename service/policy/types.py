@@ -58,6 +58,9 @@ class BatchView:
     # the request's committed tokens and compares each prediction with the token the target emitted there
     # (moe-serve's STANDALONE, moe_sglang/draft_model.py), outcomes in StepStats.shadow
     judging: bool = False
+    # a judgement's draft forward runs beside the target's forward, on a core of its own (moe-serve's STANDALONE with
+    # its draft thread, moe_sglang/draft_thread.py): the step waits for almost none of it
+    judge_beside: bool = False
     # plain decode forwards the engine runs in one scheduler step while no request of the batch may draft (every one
     # resting, Decision.rest_until, or capped at K = 0): moe_sglang/plain_burst.py; 1 = a step per token
     plain_burst: int = 1

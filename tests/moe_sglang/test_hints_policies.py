@@ -250,3 +250,22 @@ def test_the_policies_see_the_engines_plain_burst(monkeypatch):
         monkeypatch.setattr(runtime.policies, "get", lambda name: Recording())
         runtime.plan(runtime.open([_Req("a", {"moe_serve": {}})], max_k=max_k))
         assert seen[-1] == expected
+
+
+def test_the_policies_see_where_judgements_run(monkeypatch):
+    """BatchView.judge_beside: the STANDALONE worker judges beside the target's forward (its draft thread), which
+    moe-serve times its first judgements by; an engine that cannot judge never says so."""
+    from moe_sglang.step import SpecRuntime
+
+    seen = []
+
+    class Recording(_Resting):
+        def decide(self, batch):
+            seen.append((batch.judging, batch.judge_beside))
+            return super().decide(batch)
+
+    for judging, beside in ((True, True), (True, False), (False, True), (False, False)):
+        runtime = SpecRuntime(EngineSettings(), SHAPE)
+        monkeypatch.setattr(runtime.policies, "get", lambda name: Recording())
+        runtime.plan(runtime.open([_Req("a", {"moe_serve": {}})], max_k=3), judging=judging, beside=beside)
+    assert seen == [(True, True), (True, False), (False, False), (False, False)]

@@ -495,6 +495,25 @@ def test_a_judging_engine_judges_new_requests_instead_of_probing_them():
     assert awake == [0, 3, 4, 11]  # in between it rests until its judgement is due (max_rest = 16 steps at most)
 
 
+@pytest.mark.parametrize(("beside", "judge_after", "first"), [(False, None, 4), (True, None, 2), (True, 3, 3)])
+def test_a_first_judgement_comes_sooner_where_judgements_run_beside_the_target(beside, judge_after, first):
+    """Where the engine runs a judgement's draft forward beside the target's (BatchView.judge_beside: moe-serve's
+    STANDALONE with its draft thread), the step waits for almost none of it, so a request is judged after 2 emitted
+    tokens instead of 4 and, while it stays at K = 0, again after 2 steps instead of 4
+    (moe_serve_probe.JUDGE_AFTER_BESIDE); `judge_after` set is kept either way."""
+    policy = cpu_like(0.9)
+    policy._judge_after = judge_after  # as MoeServePolicy(judge_after=...) sets it; cpu_like builds with the default
+    view = replace(judged_batch(1), judge_beside=beside)
+    due = [bool(policy.decide(emitted(view, t - 1)).judge) for t in range(1, first + 1)]
+    assert due == [False] * (first - 1) + [True] and policy.judge_after == first
+    assert policy._interval["r0"] == first  # judged again after as many steps at K = 0
+
+
+def test_judge_after_is_checked():
+    with pytest.raises(ValueError, match="judge_after"):
+        MoeServePolicy(judge_after=0)
+
+
 def emitted(view: BatchView, steps: int) -> BatchView:
     """`view` after `steps` plain steps: each request emitted one token a step."""
     return replace(view, requests=tuple(replace(r, tokens_so_far=r.tokens_so_far + steps) for r in view.requests))
