@@ -224,7 +224,8 @@ JUDGE_AFTER = 4
 # where it runs beside the target's forward (BatchView.judge_beside): with the draft thread, 2 read moe-serve's
 # six-cell mean 0.895-0.915 of none's TPOT against 0.921-0.952 at 4 (prose at batch 1 0.65-0.74 against 0.82-0.89,
 # its requests speculating two tokens sooner; code at batch 1 1.02-1.05 against 0.98-1.02, worst cells alike:
-# bench/results/judge-after-s57)
+# bench/results/judge-after-s57, Intel Xeon with AMX); on an AVX2-only EPYC the two read alike (means 1.000-1.054
+# against 0.967-1.060, bench/results/judge-beside-s58)
 JUDGE_AFTER_BESIDE = 2
 
 
