@@ -218,7 +218,7 @@ def _upper(p: float, n: float, z: float = 1.0) -> float:
 
 # tokens a request emits before its first judgement, and steps at K = 0 before it is judged again (judge_due), where
 # a judgement costs the step its draft forward: at 2, without the draft thread, moe-serve's six-cell mean TPOT on the
-# CPU engine (STANDALONE, moe-fine x48, a Zen 5 host) read 1.052 of none's against 1.031-1.058 at 4, prose at batch 1
+# CPU engine (STANDALONE, moe-fine x48, a Zen 5 host) read 1.052 of none's against 1.031-1.041 at 4, prose at batch 1
 # 0.96 against 0.90-0.92 (bench/results/standalone-b1-s56/ab/cmp.txt)
 JUDGE_AFTER = 4
 # where it runs beside the target's forward (BatchView.judge_beside): with the draft thread, 2 read moe-serve's
