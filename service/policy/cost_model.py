@@ -383,6 +383,7 @@ class StepTimeModel:
         profile of relative costs (a draft step against a verify) whose absolute scale is the machine's."""
         p = self._prior
         weights = (p.verify_fixed, p.verify_extra, p.per_token, p.per_expert)
-        predicted = sum(sum(w * x for w, x in zip(weights, row, strict=True)) for row, _ in self._verify_rows)
+        columns = [sum(column) for column in zip(*(row for row, _ in self._verify_rows), strict=True)]  # per feature
+        predicted = sum(w * c for w, c in zip(weights, columns, strict=False))  # no columns before any row
         measured = sum(y for _, y in self._verify_rows)
         return measured / predicted if predicted > 0 and measured > 0 else 1.0

@@ -67,3 +67,54 @@ def test_nonnegative_fit_equals_the_free_fit_when_nothing_is_negative():
     rng = random.Random(3)
     samples = [([1.0, x, x * x], 1.0 + 2.0 * x + 0.5 * x * x) for x in (rng.uniform(0, 5) for _ in range(20))]
     assert fit_nonnegative(samples, (0.0, 0.0, 0.0), 1e-9) == pytest.approx(fit_scaled(samples, (0.0, 0.0, 0.0), 1e-9))
+
+
+def _rowwise_nonnegative(samples, prior, ridge):
+    """The active-set search with every refit a pass over the samples (`fit_scaled`): what fit_nonnegative's
+    moments must reproduce."""
+    free = list(range(len(prior)))
+    while True:
+        sub = [([f[i] for i in free], y) for f, y in samples]
+        coef = fit_scaled(sub, [prior[i] for i in free], ridge) if free else ()
+        worst = min(range(len(free)), key=lambda j: coef[j], default=None)
+        if worst is None or coef[worst] >= 0.0:
+            out = [0.0] * len(prior)
+            for i, c in zip(free, coef, strict=True):
+                out[i] = c
+            return out
+        del free[worst]
+
+
+@given(
+    st.lists(st.floats(-3, 3), min_size=4, max_size=4),
+    st.integers(1, 60),
+    st.integers(0, 10_000),
+    st.sampled_from([1e-9, 1e-3, 1.0]),
+)
+def test_nonnegative_fit_from_moments_equals_the_rowwise_search(coef, count, seed, ridge):
+    """Fits like the cost model's (a constant, batch size, tokens and experts that grow together, noise), with
+    coefficients of either sign, so that the search drops 0-4 columns: the same coefficients as refitting over the
+    rows each time."""
+    rng = random.Random(seed)
+    samples = []
+    for _ in range(count):
+        tokens = rng.randint(1, 40)
+        f = [1.0, float(rng.choice((0, 1, 8))), float(tokens), 3.0 * tokens + rng.uniform(0, 20)]
+        samples.append((f, sum(c * x for c, x in zip(coef, f, strict=True)) + rng.gauss(0, 0.1)))
+    prior = (0.5, 0.0, 0.01, 0.002)
+    try:
+        expected = _rowwise_nonnegative(samples, prior, ridge)
+    except ValueError:  # singular either way (e.g. one sample, ridge ~0)
+        with pytest.raises(ValueError):
+            fit_nonnegative(samples, prior, ridge)
+        return
+    got = fit_nonnegative(iter(samples), prior, ridge)  # any iterable, read once
+    assert min(got) >= 0.0
+    assert got == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def test_nonnegative_fit_rejects_no_samples_and_ragged_ones():
+    with pytest.raises(ValueError, match="at least one"):
+        fit_nonnegative([], (0.0,), 1e-3)
+    with pytest.raises(ValueError, match="2 features"):
+        fit_nonnegative([([1.0, 2.0], 1.0), ([1.0], 1.0)], (0.0, 0.0), 1e-3)
