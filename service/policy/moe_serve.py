@@ -104,13 +104,13 @@
            engine keeps it at K = 0 without showing it to a policy as a request that may draft, and a batch of
            resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0
            rests until its next judgement is due (at most `max_rest` steps at a time after its first); one whose
-           draft is in hand (NGRAM) rests where its latest judged draft was not accepted to its end (or its latest
-           verified one was rejected), or where a full-depth draft could not pay at an optimistic bound on its
-           measured acceptance (rejudging_could_pay's), for 3, 7, 15 steps (up to `max_rest`: with the step that
-           starts it, whole plain bursts of the engine's, BatchView.plain_burst, here 4; backed_off), the back-off
-           reset by a draft accepted to its end, which also ends a rest: the engine still judges a resting request's
-           free draft, so rests may be long (16). In a batch rests end together (align_rests, join_rests). What
-           rests measured on the CPU engine: moe_serve_probe.rests.
+           draft is in hand (NGRAM) rests while its first draft is judged, where its latest judged draft was not
+           accepted to its end (or its latest verified one was rejected), or where a full-depth draft could not pay
+           at an optimistic bound on its measured acceptance (rejudging_could_pay's), for 3, 7, 15 steps (up to
+           `max_rest`: with the step that starts it, whole plain bursts of the engine's, BatchView.plain_burst, here
+           4; backed_off), the back-off reset by a draft accepted to its end, which also ends a rest: the engine
+           judges a resting request's free draft, so rests may be long (16); in a batch they end together
+           (align_rests, join_rests). What rests measured on the CPU engine: moe_serve_probe.rests.
   reuse    accepted drafts are priced at the expert reuse the requests' own plain-decoded tokens measured, not the
            bucket's split, which mixes requests (moe_serve_observe.fresh_accepted); the gates at an optimistic
            bound on it (hoped_gain).
@@ -308,9 +308,9 @@ class MoeServePolicy:
                 self._rest_len.pop(rid, None)
                 self._carried = self.probe_every  # speculation pays again: the back-off is over
                 continue
-            if rid in self._shadowed:
+            if rid in self._shadowed or (r.draft_depth and self.judged_first and rid not in self._proven):
                 waiting.append(i)
-                continue  # its acceptance is measured without drafting for it: no probe
+                continue  # its acceptance is measured without drafting for it (its first draft's too): no probe
             if judged:
                 first = rid not in self._judged or rid in self._unjudged
                 awaiting = rid in self._awaiting  # a scout was judged last step: weighed again at once

@@ -279,13 +279,12 @@ def rests(
     drafts is measured between judgements, where its drafts could pay at an optimistic bound too (in the CPU engine's
     STANDALONE prose cells, moe-fine x48 batch 1, such requests took single plain steps between judgements, 10 of
     a 31-token request's, where resting bursts them); its back-off counter moves on by the steps it rests. A
-    request whose draft is in hand (NGRAM) rests where its latest judged or verified draft was rejected or its
-    drafts could not pay at an optimistic bound on its measured acceptance with a draft of full depth, for
-    `backed_off` steps, the back-off reset by a draft accepted to its end or a step where it stays awake: each step
-    it does not rest, the policy weighs its draft. In a batch such rests end together (`align_rests`,
-    `join_rests`).
-
-    Measured on the CPU engine (NGRAM, moe-fine x48): without rests such a request paid its lookup, judgement and
+    request whose draft is in hand (NGRAM) rests while its first draft is judged (`judged_first`: K = 0 until then),
+    where its latest judged or verified draft was rejected, or where its drafts could not pay at an optimistic bound
+    on its measured acceptance with a draft of full depth, for `backed_off` steps, the back-off reset by a draft
+    accepted to its end or a step where it stays awake; in a batch they end together (`align_rests`, `join_rests`).
+    A first step awake cost a one-forward scheduler step (NGRAM math b1: 27 per 93 tokens, 24 at K = 0), and
+    measured on the CPU engine (NGRAM, moe-fine x48) without rests such a request paid its lookup, judgement and
     the policy every step, each a scheduler step of its own (math at batch 1: 1.04-1.06x the K = 0 hint's TPOT in
     the thirty-third session; what judging during rests measured: moe_sglang/ngram_worker.py, _timed_lookup).
     Awake while either condition held (a rejected draft whose acceptance could still pay at the bound, which a few
@@ -312,11 +311,12 @@ def rests(
                 steps = in_bursts(min(steps, self.max_rest), batch.plain_burst, self.max_rest)
                 self._idle[rid] = self._idle.get(rid, 0) + max(steps, 0)
         else:
-            if self._hit.get(rid, True) and could_pay(self, i, probs, caps, k_cap, batch):
+            if rid in self._shadowed and self._hit.get(rid, True) and could_pay(self, i, probs, caps, k_cap, batch):
                 self._rest_len.pop(rid, None)
                 declined.append(i)
                 continue
-            forwards = self._rest_len[rid] = backed_off(self._rest_len.get(rid, 0), batch.plain_burst, self.max_rest)
+            forwards = backed_off(self._rest_len.get(rid, 0), batch.plain_burst, self.max_rest)
+            self._rest_len[rid] = forwards if rid in self._shadowed else 0  # a first draft's rest is no back-off
             steps = started[rid] = forwards - 1
         if steps > 0:
             self._rest_until[rid] = r.tokens_so_far + 1 + steps

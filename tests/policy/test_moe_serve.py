@@ -970,18 +970,20 @@ def ngram_steps(policy, outcomes, steps=24, burst=1):
         hits = outcomes(step)
         shadow = () if k else (ShadowOutcome("n0", 4, min(hits + 1, 4), hits),)
         policy.observe(replace(stats([k], [min(k, hits)], 0.03 + 0.01 * k, prefix="n"), shadow=shadow))
+        until = 0 if shadow and shadow[0].whole else until  # a rest this step started ends here too
     return asked
 
 
 @pytest.mark.parametrize(
-    ("burst", "asked"), [(1, (0, 1, 3, 7, 15, 31, 48)), (4, (0, 1, 5, 13, 29, 45)), (32, (0, 1, 18, 35, 52))]
+    ("burst", "asked"), [(1, (0, 2, 4, 8, 16, 32, 49)), (4, (0, 4, 8, 16, 32, 48)), (32, (0, 17, 34, 51))]
 )
 def test_a_request_whose_drafts_are_rejected_rests_longer_each_time(burst, asked):
     """A request whose draft is in hand (NGRAM) and whose judged drafts are rejected rests between the steps that
     ask the policy, each rest with its starting step twice as many forwards as the one before, in whole plain bursts
     of the engine's (BatchView.plain_burst: a burst ends where a rest does, moe_sglang/plain_burst.py), at most
     max_rest (16) steps: bursts of 1: rests of 1, 3, 7, 15, 16 steps; of 4: 3, 7, 15 (4, 8, 16 forwards). Its first
-    judgement is made at once (nothing rejected yet)."""
+    step starts a rest too, while its first draft is judged (judged_first: it may not speculate before), the shortest
+    (a whole burst), which the back-off does not count: a first step awake was a scheduler step of one forward."""
     policy = cpu_like(0.5)
     assert ngram_steps(policy, lambda step: 0, steps=60, burst=burst) == [(s, 0) for s in asked]
     off = cpu_like(0.5)
@@ -1049,6 +1051,7 @@ def test_a_request_declining_its_drafts_rests_with_a_resting_batch():
     t = 10
     view = replace(view, requests=tuple(replace(r, tokens_so_far=t, tokens_left=99) for r in view.requests))
     policy._hit["n1"] = True
+    policy._shadowed |= {"n0", "n1"}  # judged before (a request's first draft is judged resting)
     policy._rest_until["n0"] = t + 1 + 3  # n0 rests this step and the next 3
     until = rests(policy, [1], [0, 0], [[0.9] * 4, [0.9] * 4], [0, 4], 4, view)
     assert until == (t + 4, t + 4)
@@ -1058,13 +1061,12 @@ def test_a_request_declining_its_drafts_rests_with_a_resting_batch():
 
 def test_an_accepted_draft_ends_the_back_off():
     """A text that turns predictable: the engine judges a resting request's draft in hand, and the first judgement
-    that accepts a draft ends the rest (here the rest from step 7 to 15 ends at step 10's); while its acceptance is
-    too low to speculate it rests a step at a time (the back-off starts again), then is asked every step, and it
-    speculates as soon as one asked every step."""
+    that accepts a draft ends the rest (here the rest from step 8 to 15 ends at step 10's); it is then asked every
+    step (its latest judged draft whole, its drafts could pay), and it speculates as soon as one asked every step."""
     policy = cpu_like(0.5)
     asked = ngram_steps(policy, lambda step: 0 if step < 10 else 4, steps=30)
     first = min(s for s, k in asked if k > 0)
-    assert [s for s, _ in asked if s >= 7] == [7, 11, 13, *range(15, 30)]
+    assert [s for s, _ in asked] == [0, 2, 4, 8, *range(11, 30)]
     off = cpu_like(0.5)
     off.max_rest = 0
     first_off = min(s for s, k in ngram_steps(off, lambda step: 0 if step < 10 else 4, steps=30) if k > 0)
