@@ -84,8 +84,9 @@ def fit_nonnegative(
     """`fit_scaled` under c >= 0: while the fit has negative coefficients, the most negative one is fixed at 0 and
     the rest refitted (an active-set search; a coefficient fixed once stays fixed, enough for the few features the
     policies fit). Every refit of the search is solved from the samples' moments (Σ f fᵀ, Σ f y), gathered in one
-    pass: the cost model refits 256 kept steps every 16 steps, and a pass over them per refit of the search, as
-    `fit_scaled` makes, took 0.9 ms of the CPU engine's step (fifty-ninth session, bench/results/refit-s59)."""
+    pass: the cost model refits its 256 kept steps every 16 steps, inside the engine's step, and with a pass over
+    them per refit of the search, as `fit_scaled` makes, a refit took 0.87 ms, 0.23 from moments (fifty-ninth
+    session, bench/results/refit-s59)."""
     n = len(prior)
     samples = list(samples)
     if not samples:
