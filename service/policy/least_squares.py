@@ -69,13 +69,8 @@ def fit_scaled(
 ) -> tuple[float, ...]:
     """Ridge fit toward `prior` in features scaled to unit RMS, so one ridge weight means the same for every
     coefficient whatever its unit; `samples` are (features, target) pairs."""
-    samples = list(samples)
-    n = len(prior)
-    scale = [math.sqrt(sum(f[i] ** 2 for f, _ in samples) / len(samples)) or 1.0 for i in range(n)]
-    rows = [[x / s for x, s in zip(f, scale, strict=True)] for f, _ in samples]
-    scaled_prior = [c * s for c, s in zip(prior, scale, strict=True)]
-    coef = fit(rows, [y for _, y in samples], ridge=ridge, prior=scaled_prior)
-    return tuple(c / s for c, s in zip(coef, scale, strict=True))
+    gram, fy, count = _moments(samples, len(prior))
+    return tuple(_fit_moments(gram, fy, count, list(range(len(prior))), prior, ridge))
 
 
 def fit_nonnegative(
@@ -83,21 +78,11 @@ def fit_nonnegative(
 ) -> tuple[float, ...]:
     """`fit_scaled` under c >= 0: while the fit has negative coefficients, the most negative one is fixed at 0 and
     the rest refitted (an active-set search; a coefficient fixed once stays fixed, enough for the few features the
-    policies fit). Every refit of the search is solved from the samples' moments (Σ f fᵀ, Σ f y), gathered in one
-    pass: the cost model refits its 256 kept steps every 16 steps, inside the engine's step, and with a pass over
-    them per refit of the search, as `fit_scaled` makes, a refit took 0.87 ms, 0.23 from moments (fifty-ninth
-    session, bench/results/refit-s59)."""
+    policies fit). Every refit of the search is solved from the samples' moments (`_moments`, one pass): the cost
+    model refits its 256 kept steps every 16 steps, inside the engine's step, and with a pass over them per refit of
+    the search a refit took 0.87 ms, 0.23 from moments (fifty-ninth session, bench/results/refit-s59)."""
     n = len(prior)
-    samples = list(samples)
-    if not samples:
-        raise ValueError("need at least one sample")
-    if any(len(f) != n for f, _ in samples):
-        raise ValueError(f"every sample needs {n} features")
-    columns = list(zip(*(f for f, _ in samples), strict=True))  # per feature, its value in every sample
-    targets = [y for _, y in samples]
-    gram = [[sum(map(mul, columns[i], columns[j])) if j >= i else 0.0 for j in range(n)] for i in range(n)]
-    fy = [sum(map(mul, column, targets)) for column in columns]
-    count = len(samples)
+    gram, fy, count = _moments(samples, n)
     free = list(range(n))
     while True:
         coef = _fit_moments(gram, fy, count, free, prior, ridge) if free else []
@@ -108,6 +93,19 @@ def fit_nonnegative(
                 out[i] = c
             return tuple(out)
         del free[worst]
+
+
+def _moments(samples: Iterable[tuple[Sequence[float], float]], n: int) -> tuple[list[list[float]], list[float], int]:
+    """(Σ f fᵀ as its upper triangle, Σ f y, the count) of (features, target) samples with n features each."""
+    samples = list(samples)
+    if not samples:
+        raise ValueError("need at least one sample")
+    if any(len(f) != n for f, _ in samples):
+        raise ValueError(f"every sample needs {n} features")
+    columns = list(zip(*(f for f, _ in samples), strict=True))  # per feature, its value in every sample
+    targets = [y for _, y in samples]
+    gram = [[sum(map(mul, columns[i], columns[j])) if j >= i else 0.0 for j in range(n)] for i in range(n)]
+    return gram, [sum(map(mul, column, targets)) for column in columns], len(samples)
 
 
 def _fit_moments(

@@ -1,3 +1,4 @@
+import math
 import random
 
 import pytest
@@ -69,13 +70,30 @@ def test_nonnegative_fit_equals_the_free_fit_when_nothing_is_negative():
     assert fit_nonnegative(samples, (0.0, 0.0, 0.0), 1e-9) == pytest.approx(fit_scaled(samples, (0.0, 0.0, 0.0), 1e-9))
 
 
+def _rowwise_scaled(samples, prior, ridge):
+    """fit_scaled as a pass over the samples: each feature divided by its RMS, then `fit` on the scaled rows."""
+    scale = [math.sqrt(sum(f[i] ** 2 for f, _ in samples) / len(samples)) or 1.0 for i in range(len(prior))]
+    rows = [[x / s for x, s in zip(f, scale, strict=True)] for f, _ in samples]
+    coef = fit(rows, [y for _, y in samples], ridge, [c * s for c, s in zip(prior, scale, strict=True)])
+    return [c / s for c, s in zip(coef, scale, strict=True)]
+
+
+def test_scaled_fit_from_moments_equals_the_rowwise_one():
+    rng = random.Random(4)
+    samples = [([1.0, rng.uniform(1, 200), rng.uniform(1e3, 1e5)], rng.uniform(0, 1)) for _ in range(30)]
+    for ridge in (1e-9, 1e-3, 1.0):
+        assert fit_scaled(samples, (0.1, 0.0, 1e-6), ridge) == pytest.approx(
+            _rowwise_scaled(samples, (0.1, 0.0, 1e-6), ridge), rel=1e-9, abs=1e-12
+        )
+
+
 def _rowwise_nonnegative(samples, prior, ridge):
-    """The active-set search with every refit a pass over the samples (`fit_scaled`): what fit_nonnegative's
+    """The active-set search with every refit a pass over the samples (`_rowwise_scaled`): what fit_nonnegative's
     moments must reproduce."""
     free = list(range(len(prior)))
     while True:
         sub = [([f[i] for i in free], y) for f, y in samples]
-        coef = fit_scaled(sub, [prior[i] for i in free], ridge) if free else ()
+        coef = _rowwise_scaled(sub, [prior[i] for i in free], ridge) if free else ()
         worst = min(range(len(free)), key=lambda j: coef[j], default=None)
         if worst is None or coef[worst] >= 0.0:
             out = [0.0] * len(prior)
