@@ -59,6 +59,8 @@ COLUMNS = {
         "slo_x1.2",
         "tpot_p50_ms",
         "tpot_speedup",
+        "sync_slo_x1",
+        "tpot_speedup_sync",
         "goodput_rps",
     ],
 }
@@ -287,7 +289,9 @@ def _notes(name: str, data: dict) -> list[str]:
     if name == "replay":
         return [
             f"Capacity without speculation {data['capacity_tokens_per_s']:.1f} tokens/s, offered load {data['load']}; "
-            f"SLO = P90 TPOT without speculation (ms): {data['slo_tpot_ms']}. {data.get('repeats', 1)} replays per "
+            f"SLO = P90 TPOT without speculation (ms): {data['slo_tpot_ms']}"
+            + (f", of none-sync: {data['sync_slo_tpot_ms']}" if data.get("sync_slo_tpot_ms") else "")
+            + f". {data.get('repeats', 1)} replays per "
             f"(drafter, trace, policy), interleaved; baseline: {data.get('baseline', 'plain engine')}; "
             f"{data.get('seconds', 0):.0f} s in all.",
             "",
