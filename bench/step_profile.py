@@ -115,7 +115,7 @@ def variant_settings(variant: str) -> EngineSettings:
 
 
 def engine_config(
-    model: Path, threads: int, variant: str = "batched", speculation: SpeculationConfig | None = None
+    model: Path, threads: int, variant: str = "fused", speculation: SpeculationConfig | None = None
 ) -> EngineConfig:
     return EngineConfig(
         model_path=str(model),
@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="unprofiled TPOT runs per batch")
     parser.add_argument(
         "--variants",
-        default="batched",
-        help=f"comma-separated engine variants, one engine each: ATTENTION[+GEMM][+DRAFT] (cpu_attention of "
+        default=EngineSettings().cpu_attention,
+        help=f"comma-separated engine variants (default: the engine's attention), one engine each: ATTENTION[+GEMM][+DRAFT] (cpu_attention of "
         f"{CPU_ATTENTION}, cpu_gemm of {CPU_GEMM}, default tuned; draft_forward of {DRAFT_FORWARD}, default direct), "
         "e.g. batched,batched+linear or fused,fused+sglang",
     )
