@@ -58,7 +58,13 @@ KINDS = ("lockstep", "lockstep_l2", "lockstep_l2_near", "sequential", "sequentia
 # parts), numbered after the walks: the hardware prefetchers alone / a software prefetch into L2
 AMX_KINDS = ("amx", "amx_prefetch")
 AMX_KIND, AMX_PREFETCH_KIND = len(KINDS), len(KINDS) + 1
-CFLAGS = ("-O3",)  # no -march: the ISA variants are compiled by target attributes and chosen at run time
+# no -march: the ISA variants are compiled by target attributes and chosen at run time. -fopenmp: the products,
+# attention and AMX forms split their work with ATen's parallel_for, which runs on torch's intra-op threads only in
+# code compiled with OpenMP (without it every range ran on the calling thread: an engine given 2 threads multiplied
+# its experts on one; `threads()`). The library then needs libgomp.so.1, which torch's wheel carries and has loaded:
+# the loader reuses it by name, so the ops and torch share one OpenMP runtime and its thread count.
+CFLAGS = ("-O3", "-fopenmp")
+LDFLAGS = ("-fopenmp",)
 ISAS = ("avx512", "avx2", "base")  # widest first
 
 _LOCK = threading.Lock()
@@ -105,6 +111,13 @@ def amx_ready() -> bool:
     if ready is None:
         ready = _STATE["amx"] = bool(load() and torch.ops.moe_serve.stream_amx_ready())
     return ready  # type: ignore[return-value]
+
+
+def threads() -> int:
+    """The threads the library's ops split a product over now: torch's intra-op thread count (set_num_threads,
+    OMP_NUM_THREADS) where it was compiled with OpenMP, else 1."""
+    _require()
+    return int(torch.ops.moe_serve.stream_threads())
 
 
 def supported_isas() -> list[str]:
@@ -173,6 +186,7 @@ def _build_and_register() -> None:
             name=NAME,
             sources=[str(source) for source in SOURCES],
             extra_cflags=list(CFLAGS),
+            extra_ldflags=list(LDFLAGS),
             build_directory=str(folder),
             is_python_module=False,
             verbose=False,
@@ -191,5 +205,5 @@ def _stamp() -> str:
     digest = hashlib.sha256()
     for path in (*SOURCES, *HEADERS):
         digest.update(path.read_bytes())
-    digest.update(" ".join((*CFLAGS, torch.__version__)).encode())
+    digest.update(" ".join((*CFLAGS, *LDFLAGS, torch.__version__)).encode())
     return digest.hexdigest()[:16]

@@ -76,6 +76,26 @@ def test_matches_the_torch_ops_on_every_isa_and_form(batch, heads, kv_heads, dim
             assert torch.equal(got["k_buffer"][untouched], case["k_buffer"][untouched])
 
 
+@pytest.mark.parametrize(("batch", "heads", "kv_heads", "dim"), [(3, 4, 2, 16), (8, 6, 1, 10)])
+def test_threads_split_the_heads_not_the_result(batch, heads, kv_heads, dim):
+    """On two threads (the library's parallel_for over requests x heads, compiled with OpenMP) the op gives the
+    bits it gives on one, its output and its K/V writes."""
+    case = _case(batch, heads, kv_heads, dim, seed=3)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _fresh(case)
+        out_one = decode_attention(**one)
+        torch.set_num_threads(2)
+        assert stream_gemm.threads() == 2
+        two = _fresh(case)
+        out_two = decode_attention(**two)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(out_one, out_two)
+    assert torch.equal(one["k_buffer"], two["k_buffer"]) and torch.equal(one["v_buffer"], two["v_buffer"])
+
+
 def test_the_new_token_is_read_from_its_slot_not_from_the_request_table():
     case = _case(3, 4, 2, 16, seed=7)
     expected = decode_attention_reference(**_fresh(case))

@@ -60,12 +60,37 @@ def test_threads_split_the_outputs_not_the_result():
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
+        assert stream_gemm.threads() == 1
         one = stream_gemm.stream_linear(x, w)
         torch.set_num_threads(2)
+        # the library's parallel_for runs on torch's threads (compiled with OpenMP; without it, on one thread)
+        assert stream_gemm.threads() == 2
         two = stream_gemm.stream_linear(x, w)
     finally:
         torch.set_num_threads(before)
     assert torch.equal(one, two)  # each output is one thread's dot product: same order, same bits
+
+
+def test_threads_split_the_moe_op_not_its_result():
+    """stream_moe (every walk, experts hit by 1 to 12 rows) gives the same bits on one thread and on two: each thread
+    computes whole outputs."""
+    g = torch.Generator().manual_seed(7)
+    experts, hidden, inter, k = 8, 64, 96, 2
+    w13 = torch.randn(experts, 2 * inter, hidden, generator=g).to(torch.bfloat16)
+    w2 = torch.randn(experts, hidden, inter, generator=g).to(torch.bfloat16)
+    x = torch.randn(12, hidden, generator=g)
+    ids = torch.randint(0, experts, (12, k), generator=g)
+    weights = torch.rand(12, k, generator=g)
+    before = torch.get_num_threads()
+    try:
+        for kind in range(len(stream_gemm.KINDS)):
+            kinds = [kind] * stream_gemm.MAX_ROWS
+            torch.set_num_threads(1)
+            one = stream_gemm.stream_moe(x, w13, w2, ids, weights, kinds, kinds)
+            torch.set_num_threads(2)
+            assert torch.equal(one, stream_gemm.stream_moe(x, w13, w2, ids, weights, kinds, kinds)), kind
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize(

@@ -451,12 +451,24 @@ torch::Tensor stream_moe(const torch::Tensor& x, const torch::Tensor& w13, const
 
 }  // namespace
 
+// The threads an at::parallel_for of this library runs on: torch's intra-op threads where the library was compiled
+// with OpenMP (ATen's parallel_for is a header template whose `omp parallel` is compiled into the caller: built
+// without -fopenmp it runs every range on the calling thread, whatever torch.set_num_threads says), else 1.
+int64_t stream_threads() {
+#ifdef INTRA_OP_PARALLEL
+  return at::get_num_threads();
+#else
+  return 1;
+#endif
+}
+
 // torch.ops.moe_serve.*: through the dispatcher, so the torch profiler records the products with their shapes
 // (bench/_profile_trace.py counts them as expert GEMMs).
 TORCH_LIBRARY(moe_serve, library) {
   library.def("stream_linear(Tensor x, Tensor w, str isa, int kind=0) -> Tensor");
   library.def("stream_best_isa() -> str", &best_isa);
   library.def("stream_amx_ready() -> bool", &amx_ready);
+  library.def("stream_threads() -> int", &stream_threads);
   library.def(
       "stream_moe(Tensor x, Tensor w13, Tensor w2, Tensor topk_ids, Tensor topk_weights, str isa, int[] kinds13, "
       "int[] kinds2) -> Tensor");
