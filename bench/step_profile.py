@@ -289,9 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         default=EngineSettings().cpu_attention,
-        help=f"comma-separated engine variants (default: the engine's attention), one engine each: ATTENTION[+GEMM][+DRAFT] (cpu_attention of "
-        f"{CPU_ATTENTION}, cpu_gemm of {CPU_GEMM}, default tuned; draft_forward of {DRAFT_FORWARD}, default direct), "
-        "e.g. batched,batched+linear or fused,fused+sglang",
+        help="comma-separated engine variants (default: the engine's attention), one engine each: "
+        f"ATTENTION[+GEMM][+DRAFT] (cpu_attention of {CPU_ATTENTION}, cpu_gemm of {CPU_GEMM}, default tuned; "
+        f"draft_forward of {DRAFT_FORWARD}, default direct), e.g. batched,batched+linear or fused,fused+sglang",
     )
     parser.add_argument("--verify-k", type=int, default=3, help="drafts per request of the verify stage (0: none)")
     parser.add_argument("--draft-model", type=Path, default=None, help="its STANDALONE draft (default: the model's)")
