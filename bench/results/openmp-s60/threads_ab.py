@@ -6,6 +6,9 @@ stamp into NOOMP_DIR/moe_serve_stream_gemm/stamp so the loader takes it); rounds
 (4 requests one after another) and batch 8 (one wave), 64 tokens each; TPOT from the client's stream.
 
     PYTHONPATH=. .venv/bin/python bench/results/openmp-s60/threads_ab.py NOOMP_DIR ROUNDS OUT.json [THREADS]
+
+threads_ab.json beside it: `/tmp/ext-noomp 6 threads_ab.json` (threads inherited), run by this script's first form,
+which measured the same and differed only in layout (2026-12-05, ended 22:05 UTC).
 """
 
 import json
