@@ -6,9 +6,9 @@ from bench._models import bench_engine
 from moe_sglang.launch import SpeculationConfig
 from moe_sglang.server import running_engine
 from moe_sglang.settings import EngineSettings
-setting = sys.argv[1]
+setting = sys.argv[1]  # a label only
 model = Path("build/bench-models/moe-fine-x48")
-cfg = bench_engine(model, SpeculationConfig(), 1, settings=dataclasses.replace(EngineSettings(), forward_thread=setting))
+cfg = bench_engine(model, SpeculationConfig(), 1, settings=dataclasses.replace(EngineSettings(), ))
 with running_engine(cfg, log_path=Path(f"/tmp/spy-{setting}.log")) as url:
     name = served_model(url)
     stop = threading.Event()
