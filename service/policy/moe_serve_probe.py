@@ -155,8 +155,8 @@ def batch_hope(self: MoeServePolicy, batch: BatchView) -> list[float]:
     bound, `_upper`, as rejudging_could_pay asks it) or the engine's recent requests did (the cross-request prior,
     once trusted). Only raised: requests that decode together are often alike, not always, and a scout whose drafts
     failed must not keep a neighbour whose drafts would pay from being judged at the hoped-for rate. At 0.8 alone,
-    5 of 8 later batch-1 prose requests (CPU engine at 2 threads, STANDALONE) declined their judgement and decoded
-    plain where earlier ones had speculated at 0.85-0.98 (bench/results/hope-s61)."""
+    5 of a cell's 9 batch-1 prose requests (CPU engine at 2 threads, STANDALONE) declined their judgement and
+    decoded plain where the 4 before them had speculated, reaching 0.90-0.98 (bench/results/hope-s61)."""
     hope = [self.probe_hope] * max(self.probe_k, 1)
     if self.accept.prior_trusted():
         learnt = self.accept.prior
