@@ -22,14 +22,6 @@ def expected_tokens(p: list[float], k: int) -> float:
     return total
 
 
-def upper_bound(p: float, n: float, z: float = 1.0) -> float:
-    """Wilson's upper bound on a rate measured as p over n outcomes (z = 1: one-sided ~84 %); 1 when n = 0."""
-    if n <= 0:
-        return 1.0
-    zz = z * z / n
-    return min((p + zz / 2 + z * (p * (1 - p) / n + zz / (4 * n)) ** 0.5) / (1 + zz), 1.0)
-
-
 class _Estimate:
     """EMA and observation count per draft position."""
 

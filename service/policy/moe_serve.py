@@ -94,12 +94,12 @@
            has measured its acceptance yet, the cheapest one of the group is judged alone where that costs less than
            the group's hoped gain and the others' judgements would pay were every draft accepted (`scout`); the
            others are weighed again the next step, at the hoped-for rate raised to what any request of the batch
-           (an optimistic bound as for rejudging) or the engine's recent ones measured (`batch_hope`; only raised,
-           since requests decoding together need not be alike). Costs are scouted too: a step the allocation keeps
-           plain whose batch size has not calibrated speculative steps is priced again at their optimistic end
-           (StepTimeModel.scouting), so a few speculative steps calibrate the bucket; at the batch-1 fit (1.35-1.6x
-           the scout's price on AMX tiles) STANDALONE prose at batch 8 stayed plain, 1.02x of none's TPOT, 0.76x
-           scouted (bench/results/prose-b8-s51).
+           measured (`batch_hope`, an optimistic bound as for rejudging; only raised, since requests decoding
+           together need not be alike). Costs are scouted too: a step the allocation keeps plain whose batch size has
+           not calibrated speculative steps is priced again at their optimistic end (StepTimeModel.scouting), so a
+           few speculative steps calibrate the bucket; at the batch-1 fit (1.35-1.6x the scout's price on AMX tiles)
+           STANDALONE prose at batch 8 stayed plain, 1.02x of none's TPOT, 0.76x scouted
+           (bench/results/prose-b8-s51).
   resting  a request at K = 0 that nothing in its next steps could move rests for them (Decision.rest_until): the
            engine keeps it at K = 0 without showing it to a policy as a request that may draft, and a batch of
            resting requests takes the plain step that asks no policy at all. A judged request (STANDALONE) at K = 0

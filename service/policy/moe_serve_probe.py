@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from service.policy.acceptance import upper_bound as _upper
 from service.policy.moe_serve_terms import life_cap
 from service.policy.slo import step_time_cap
 from service.policy.types import BatchView
@@ -151,16 +150,11 @@ def judgement_cost(self: MoeServePolicy, group: list[int], batch: BatchView) -> 
 
 def batch_hope(self: MoeServePolicy, batch: BatchView) -> list[float]:
     """The acceptance first judgements hope to find, per draft position (scouting, moe_serve.py's docstring): the
-    hoped-for rate `probe_hope`, raised to what a request of the batch measured (its own acceptance at an optimistic
-    bound, `_upper`, as rejudging_could_pay asks it) or the engine's recent requests did (the cross-request prior,
-    once trusted). Only raised: requests that decode together are often alike, not always, and a scout whose drafts
-    failed must not keep a neighbour whose drafts would pay from being judged at the hoped-for rate. At 0.8 alone,
-    5 of a cell's 9 batch-1 prose requests (CPU engine at 2 threads, STANDALONE) declined their judgement and
-    decoded plain where the 4 before them had speculated, reaching 0.90-0.98 (bench/results/hope-s61)."""
+    hoped-for rate `probe_hope`, raised where a request of the batch has measured more (its own acceptance at an
+    optimistic bound, `_upper`, as rejudging_could_pay asks it). Only raised: requests that decode together are
+    often alike (a wave of one task), but not always, and a scout whose drafts failed must not keep a neighbour
+    whose drafts would pay from being judged at the hoped-for rate."""
     hope = [self.probe_hope] * max(self.probe_k, 1)
-    if self.accept.prior_trusted():
-        learnt = self.accept.prior
-        hope = [max(h, learnt[min(j, len(learnt) - 1)]) for j, h in enumerate(hope)]
     for r in batch.requests:
         n = self.accept.observed(r.request_id)
         if n > 0:
@@ -212,6 +206,14 @@ def rejudging_could_pay(
     trial = list(probs)
     trial[i] = [_upper(p, n) for p in self.accept.get(rid)]
     return self.allocate(trial, caps, step_time_cap(batch), drafting=True, layout=batch)[i] > 0
+
+
+def _upper(p: float, n: float, z: float = 1.0) -> float:
+    """Wilson's upper bound on a rate measured as p over n outcomes (z = 1: one-sided ~84 %); 1 when n = 0."""
+    if n <= 0:
+        return 1.0
+    zz = z * z / n
+    return min((p + zz / 2 + z * (p * (1 - p) / n + zz / (4 * n)) ** 0.5) / (1 + zz), 1.0)
 
 
 # tokens a request emits before its first judgement, and steps at K = 0 before it is judged again (judge_due), where

@@ -949,27 +949,6 @@ def test_the_batch_hope_is_only_raised_by_what_requests_measured():
     assert min(batch_hope(policy, view)) > policy.probe_hope
 
 
-@pytest.mark.parametrize(("recent", "judged"), [(None, False), (0, False), (4, True)])
-def test_what_the_engines_recent_requests_measured_raises_a_first_judgements_hope(recent, judged):
-    """`batch_hope` is raised to the acceptance tracker's cross-request prior once that is trusted (never lowered):
-    a lone request whose judgement (a long catch-up, few tokens left) would not pay at probe_hope is judged after a
-    stream of requests whose drafts were accepted whole (`recent` = 4 of 4), not after one whose first drafts were
-    rejected (0 of 1) nor before any (None). On the CPU engine, prose requests at batch 1 decoded plain to the end
-    where the requests before them had speculated, their acceptance reaching 0.90-0.98 (bench/results/hope-s61)."""
-    from service.policy.moe_serve_probe import batch_hope
-
-    policy = cpu_like(0.9)
-    view = wave(policy.judge_after, [400], tokens_left=8)
-    if recent is not None:
-        for i in range(8):  # earlier requests' verifies, folded into the prior
-            policy.accept.update(f"old{i}", 4 if recent else 1, recent)
-    hope = batch_hope(policy, view)
-    assert hope == (
-        [policy.probe_hope] * policy.probe_k if not judged else pytest.approx([1.0] * policy.probe_k, abs=0.1)
-    )
-    assert policy.decide(view).judge == ({"r0"} if judged else frozenset())
-
-
 def ngram_steps(policy, outcomes, steps=24, burst=1):
     """Drive one request whose NGRAM draft (depth 4) is in hand as the engine does: a step in which it rests asks no
     policy but still judges its draft (Decision.rest_until), and a draft accepted to its end ends the rest; any other step
