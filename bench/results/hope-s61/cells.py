@@ -8,6 +8,7 @@ RUNS = {
     "s60 run 1": "bench/results/policies-2threads-s60/policies.json",
     "s60 run 2": "bench/results/policies-2threads-s60/policies-run2.json",
     "s61 (hope)": "bench/results/hope-s61/policies-2threads.json",
+    "s61 (hope) run 2": "bench/results/hope-s61/policies-2threads-run2.json",
 }
 for name, path in RUNS.items():
     rows = json.loads(Path(path).read_text())["rows"]
