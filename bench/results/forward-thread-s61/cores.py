@@ -20,7 +20,9 @@ from moe_sglang.settings import EngineSettings
 
 setting = sys.argv[1]
 model = Path("build/bench-models/moe-fine-x48")
-cfg = bench_engine(model, SpeculationConfig(), 1, settings=dataclasses.replace(EngineSettings(), forward_thread=setting))
+cfg = bench_engine(
+    model, SpeculationConfig(), 1, settings=dataclasses.replace(EngineSettings(), forward_thread=setting)
+)
 with running_engine(cfg, log_path=Path(f"/tmp/cores-{setting}.log")) as url:
     name = served_model(url)
     stop, tokens = threading.Event(), [0]
@@ -43,5 +45,7 @@ with running_engine(cfg, log_path=Path(f"/tmp/cores-{setting}.log")) as url:
     print(f"forward_thread={setting}: {wall:.1f} s")
     for p in procs:
         label = "client (this process)" if p.pid == psutil.Process().pid else " ".join(p.cmdline())[:60]
-        print(f"  {after[p.pid] - before[p.pid]:6.2f} s CPU = {(after[p.pid] - before[p.pid]) / wall:4.2f} cores  {label}")
+        print(
+            f"  {after[p.pid] - before[p.pid]:6.2f} s CPU = {(after[p.pid] - before[p.pid]) / wall:4.2f} cores  {label}"
+        )
     print(f"  all: {sum(after[k] - before[k] for k in after) / wall:4.2f} cores")

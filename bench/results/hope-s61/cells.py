@@ -18,4 +18,6 @@ for name, path in RUNS.items():
     for cell in cells:
         ms, none, s4 = tpot.get((*cell, "moe-serve")), tpot.get((*cell, "none")), tpot.get((*cell, "static-4"))
         if ms and none and s4:
-            print(f"  {'/'.join(map(str, cell)):22s} moe-serve {ms:6.2f} ms  / none {ms / none:5.3f}  / static-4 {ms / s4:5.3f}")
+            print(
+                f"  {'/'.join(map(str, cell)):22s} moe-serve {ms:6.2f} ms  / none {ms / none:5.3f}  / static-4 {ms / s4:5.3f}"
+            )
