@@ -18,7 +18,8 @@ w13 and w2 is a bfloat16 (checked at the layer's first forward), they are kept a
 `expert_weights=bf16-exact`, the default) and the stream kernel widens each one back to the same float32 in registers
 before multiplying: the products are the float32 model's bit for bit where the plan's walks run (up to 16 rows per
 expert hit), to summation order past them (up to 32 rows the walks over pieces of 16 rows, beyond F.linear on a widened
-copy). `expert_weights=float32` keeps
+copy; where the plan gives 16 rows an AMX tile form, the tiles at every row count: a prefill's experts read once and
+multiplied 1.8-2.6x faster than by F.linear, csrc/stream_gemm.cpp). `expert_weights=float32` keeps
 SGLang's float32 copy (comparisons; also every checkpoint whose experts are not bfloat16 values).
 
 Why a hook (touchpoints.py): SGLang has no registry for the CPU MoE kernel; `forward_cpu` imports

@@ -127,9 +127,9 @@ def supported_isas() -> list[str]:
 
 def stream_linear(x: torch.Tensor, w: torch.Tensor, isa: str | None = None, kind: int = 0) -> torch.Tensor:
     """x [m, in] @ w [out, in].T -> [m, out], CPU tensors, x float32, w float32 or bfloat16 (each weight widened to
-    float32 before it multiplies: half the bytes read), 1 <= m <= MAX_ROWS (the op checks and says);
-    `kind` indexes KINDS, or is AMX_KIND / AMX_PREFETCH_KIND for a bfloat16 weight where amx_ready(). Called for every expert product of a step: once loaded, no lock and no overload
-    resolution."""
+    float32 before it multiplies: half the bytes read), 1 <= m <= MAX_ROWS (the op checks and says; any m >= 1 in the
+    AMX forms); `kind` indexes KINDS, or is AMX_KIND / AMX_PREFETCH_KIND for a bfloat16 weight where amx_ready().
+    Called for every expert product of a step: once loaded, no lock and no overload resolution."""
     if not _STATE.get("loaded"):
         _require()
     return torch.ops.moe_serve.stream_linear.default(x, w, isa or best_isa(), kind)

@@ -133,10 +133,11 @@ def test_amx_is_asked_of_the_cpu():
 
 
 @AMX
-@pytest.mark.parametrize("rows", range(1, stream_gemm.MAX_ROWS + 1))
+@pytest.mark.parametrize("rows", [*range(1, stream_gemm.MAX_ROWS + 1), 17, 31, 32, 33, 100])
 @pytest.mark.parametrize(("out_features", "in_features"), [(9, 256), (37, 130), (4, 7), (1, 33), (256, 4608)])
 def test_the_amx_forms_compute_the_product(rows, out_features, in_features):
-    """Tails of both kinds (features not a whole block of 16, weights not a whole 32) through the zero-padded tiles."""
+    """Tails of both kinds (features not a whole block of 16, weights not a whole 32) through the zero-padded tiles;
+    past 16 rows the pieces of 16 (the last one a remainder) under each weight block, in groups (w2-shaped weights)."""
     g = torch.Generator().manual_seed(rows * 100 + out_features)
     x = torch.randn(rows, in_features, generator=g)
     w = torch.randn(out_features, in_features, generator=g).to(torch.bfloat16)
@@ -148,7 +149,7 @@ def test_the_amx_forms_compute_the_product(rows, out_features, in_features):
 
 
 @AMX
-@pytest.mark.parametrize("rows", [1, 7, 16])
+@pytest.mark.parametrize("rows", [1, 7, 16, 40])
 def test_the_amx_forms_keep_every_bit_of_the_rows(rows):
     """An identity weight gives back x itself bit for bit: the three bfloat16 parts of each float32 value add up to it
     exactly (two parts would keep 16 of its 24 significant bits); non-finite values multiply as in float32."""
@@ -164,8 +165,9 @@ def test_the_amx_forms_keep_every_bit_of_the_rows(rows):
 
 
 @AMX
-def test_the_amx_forms_split_the_outputs_not_the_result():
-    x, w = torch.randn(5, 256), torch.randn(4099, 256).to(torch.bfloat16)
+@pytest.mark.parametrize("rows", [5, 40])
+def test_the_amx_forms_split_the_outputs_not_the_result(rows):
+    x, w = torch.randn(rows, 256), torch.randn(4099, 256).to(torch.bfloat16)
     before = torch.get_num_threads()
     try:
         for kind in AMX_FORMS:
@@ -175,6 +177,13 @@ def test_the_amx_forms_split_the_outputs_not_the_result():
             assert torch.equal(one, stream_gemm.stream_linear(x, w, None, kind)), kind
     finally:
         torch.set_num_threads(before)
+
+
+def test_only_the_amx_forms_take_more_than_the_plans_rows():
+    x, w = torch.randn(stream_gemm.MAX_ROWS + 1, 32), torch.randn(4, 32).to(torch.bfloat16)
+    for kind in range(len(stream_gemm.KINDS)):
+        with pytest.raises(RuntimeError, match=f"1..{stream_gemm.MAX_ROWS} rows"):
+            stream_gemm.stream_linear(x, w, None, kind)
 
 
 @pytest.mark.parametrize("kind", AMX_FORMS)
@@ -266,10 +275,11 @@ def test_bfloat16_experts_past_the_plans_rows_are_multiplied_in_pieces(tokens):
 
 
 @AMX
-@pytest.mark.parametrize(("tokens", "k"), [(1, 2), (7, 3), (30, 2)])
+@pytest.mark.parametrize(("tokens", "k"), [(1, 2), (7, 3), (30, 2), (120, 2)])
 def test_stream_moe_runs_bfloat16_experts_on_amx_tiles(tokens, k):
-    """Every expert hit in an AMX form (pieces of 16 rows past the plan's rows) is the reference MoE on the widened
-    weights, to rounding."""
+    """Every expert hit in an AMX form (past the plan's rows, whose 16-row forms are AMX forms, one tile product of
+    all the hit's rows per weight: 30 tokens top-2 over 3 experts give hits of 17-32 rows, 120 of more) is the
+    reference MoE on the widened weights, to rounding."""
     from service.kernels.moe_ref import moe_forward
 
     g = torch.Generator().manual_seed(tokens * 3 + k)

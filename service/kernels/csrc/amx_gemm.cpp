@@ -1,5 +1,6 @@
-// y[m, out] = x[m, in] @ w[out, in]^T for a weight kept as bfloat16 and float32 rows (m <= 16), on AMX tiles, with
-// the float32 rows' values kept whole: the stream kernel's `kAmx` form (stream_gemm.h).
+// y[m, out] = x[m, in] @ w[out, in]^T for a weight kept as bfloat16 and float32 rows (any m: past 16 in pieces of 16
+// under each weight block), on AMX tiles, with the float32 rows' values kept whole: the stream kernel's `kAmx` form
+// (stream_gemm.h).
 //
 // Why: the stream walks (stream_gemm.cpp) read a weight once at any row count, but past a few rows they are bound by
 // their multiply-adds, not by the bytes: on a 2-core AMD EPYC with AVX-512, 1 thread, an x48 expert's w13 read at
@@ -86,15 +87,15 @@ __attribute__((target("avx512f"))) void transpose16(__m512i* rows) {
   }
 }
 
-// x [m, in] -> parts [kParts][chunks][kChunk / 2][m] dwords, each the bfloat16 bits of a pair of x's values (chunk
-// c, pair p: values 2p, 2p + 1 of the chunk; zero past in): per chunk, each row's 32 values split into their parts
-// (truncations: v - part is exact, and the last part is all that is left; a non-finite value is its own hi part),
-// then a row-to-column transpose into the pairs layout
-__attribute__((target("avx512f"))) void pack_rows(const float* x, int64_t m, int64_t in, int64_t chunks,
+// x [m, in] (m <= ld <= 16) -> parts [kParts][chunks][kChunk / 2][ld] dwords, each the bfloat16 bits of a pair of
+// x's values (chunk c, pair p: values 2p, 2p + 1 of the chunk; zero past in, and in the columns of rows m..ld): per
+// chunk, each row's 32 values split into their parts (truncations: v - part is exact, and the last part is all that is
+// left; a non-finite value is its own hi part), then a row-to-column transpose into the pairs layout
+__attribute__((target("avx512f"))) void pack_rows(const float* x, int64_t m, int64_t ld, int64_t in, int64_t chunks,
                                                   uint32_t* parts) {
-  const int64_t part_size = chunks * (kChunk / 2) * m;
+  const int64_t part_size = chunks * (kChunk / 2) * ld;
   const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)), exponent = _mm512_set1_epi32(0x7F800000);
-  const __mmask16 row_mask = static_cast<__mmask16>((1u << m) - 1);
+  const __mmask16 row_mask = static_cast<__mmask16>((1u << ld) - 1);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t k0 = c * kChunk, n = std::min(kChunk, in - k0);
     const auto lo_mask = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1);
@@ -120,21 +121,21 @@ __attribute__((target("avx512f"))) void pack_rows(const float* x, int64_t m, int
     for (int q = 0; q < kParts; ++q) {
       transpose16(words[q]);
       for (int64_t p = 0; p < 16; ++p)
-        _mm512_mask_storeu_epi32(parts + q * part_size + (c * 16 + p) * m, row_mask, words[q][p]);
+        _mm512_mask_storeu_epi32(parts + q * part_size + (c * 16 + p) * ld, row_mask, words[q][p]);
     }
   }
 }
 
-// C (16 features x m floats, row stride m) into y [m, out] at features j..j + rows: transposed in registers, each
+// C (16 features x m floats, row stride ld) into y [m, out] at features j..j + rows: transposed in registers, each
 // of y's rows written as one line (y's rows lie out * 4 bytes apart, a multiple of 4 KB for x48's w13, so written
 // feature by feature the 13th row already evicted the first from its L1 set: 2.8x the time of 12 rows, in cache,
 // a scratch timing of the forty-seventh session)
-__attribute__((target("avx512f"))) void store_block(const float* c_out, float* y, int64_t m, int64_t out, int64_t j,
-                                                    int64_t rows) {
+__attribute__((target("avx512f"))) void store_block(const float* c_out, float* y, int64_t m, int64_t ld, int64_t out,
+                                                    int64_t j, int64_t rows) {
   const __mmask16 row_mask = static_cast<__mmask16>((1u << m) - 1);
   const __mmask16 feature_mask = static_cast<__mmask16>(rows >= 16 ? 0xFFFFu : (1u << rows) - 1);
   __m512i block[16];
-  for (int i = 0; i < 16; ++i) block[i] = _mm512_maskz_loadu_epi32(row_mask, c_out + i * m);
+  for (int i = 0; i < 16; ++i) block[i] = _mm512_maskz_loadu_epi32(row_mask, c_out + i * ld);
   transpose16(block);
   for (int64_t r = 0; r < m; ++r) _mm512_mask_storeu_epi32(y + r * out + j, feature_mask, block[r]);
 }
@@ -155,18 +156,23 @@ const uint16_t* tile_a(const uint16_t* w, int64_t j, int64_t c, int64_t in, int6
   return pad;
 }
 
-// Feature blocks [block_begin, block_end) of y, two at a time. PF: prefetch the next two blocks' weights into L2 as
-// these are read (an address-order stream of the rows they span), else the hardware prefetchers alone.
+// Feature blocks [block_begin, block_end) of y, two at a time, for every piece of x's rows (pieces of ld rows, the
+// last one m's remainder; their parts laid out one piece after another, each ld columns wide): under a pair of
+// blocks the pieces run one after another, so a prefill's many rows read each weight block from memory once and
+// from cache after (its 2 x 16 rows of w13's 256 weights, 16 KB, stay in L1). PF: prefetch the next two blocks'
+// weights into L2 as the first piece reads these (an address-order stream of the rows they span), else the hardware
+// prefetchers alone.
 template <bool PF>
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) void amx_blocks(const uint32_t* parts, const uint16_t* w, float* y,
-                                                              int64_t m, int64_t in, int64_t out, int64_t chunks,
-                                                              int64_t block_begin, int64_t block_end) {
+                                                              int64_t m, int64_t ld, int64_t in, int64_t out,
+                                                              int64_t chunks, int64_t block_begin, int64_t block_end) {
   TileConfig config;
-  const auto row_bytes = static_cast<uint16_t>(m * 4);  // C: m floats; B: m pairs of bfloat16
+  const auto row_bytes = static_cast<uint16_t>(ld * 4);  // C: ld floats; B: ld pairs of bfloat16
   for (int t : {0, 1, 4, 5, 6}) config.rows[t] = kBlock, config.colsb[t] = row_bytes;
   for (int t : {2, 3}) config.rows[t] = kBlock, config.colsb[t] = kChunk * 2;
   _tile_loadconfig(&config);
-  const int64_t part_size = chunks * (kChunk / 2) * m, b_size = (kChunk / 2) * m;  // dwords
+  const int64_t part_size = chunks * (kChunk / 2) * ld, b_size = (kChunk / 2) * ld;  // dwords
+  const int64_t pieces = (m + ld - 1) / ld;
   alignas(64) uint16_t pad0[kBlock * kChunk], pad1[kBlock * kChunk];
   alignas(64) float c_out[kBlock * kBlock];
   const int64_t span = 2 * kBlock * in;                           // bfloat16 of two blocks' rows
@@ -174,37 +180,41 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) void amx_blocks(const uint3
   for (int64_t b = block_begin; b < block_end; b += 2) {
     const bool two = b + 1 < block_end;
     const int64_t j0 = b * kBlock, j1 = j0 + kBlock;
-    _tile_zero(0);
-    _tile_zero(1);
     const char* next = reinterpret_cast<const char*>(w + (j0 + 2 * kBlock) * in);
     const char* last = reinterpret_cast<const char*>(w + out * in);
-    for (int64_t c = 0; c < chunks; ++c) {
-      if (PF)
-        for (int64_t off = c * ahead_per_chunk; off < (c + 1) * ahead_per_chunk; off += 64)
-          if (next + off < last) _mm_prefetch(next + off, _MM_HINT_T1);
-      int64_t stride0 = 0, stride1 = 0;
-      _tile_loadd(2, tile_a(w, j0, c, in, out, pad0, &stride0), stride0);
-      if (two) _tile_loadd(3, tile_a(w, j1, c, in, out, pad1, &stride1), stride1);
-      const uint32_t* bc = parts + c * b_size;
-      _tile_loadd(4, bc, row_bytes);
-      _tile_loadd(5, bc + part_size, row_bytes);
-      _tile_loadd(6, bc + 2 * part_size, row_bytes);
-      _tile_dpbf16ps(0, 2, 4);
-      _tile_dpbf16ps(0, 2, 5);
-      _tile_dpbf16ps(0, 2, 6);
-      if (two) {
-        _tile_dpbf16ps(1, 3, 4);
-        _tile_dpbf16ps(1, 3, 5);
-        _tile_dpbf16ps(1, 3, 6);
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      const uint32_t* piece_parts = parts + piece * kParts * part_size;
+      _tile_zero(0);
+      _tile_zero(1);
+      for (int64_t c = 0; c < chunks; ++c) {
+        if (PF && piece == 0)
+          for (int64_t off = c * ahead_per_chunk; off < (c + 1) * ahead_per_chunk; off += 64)
+            if (next + off < last) _mm_prefetch(next + off, _MM_HINT_T1);
+        int64_t stride0 = 0, stride1 = 0;
+        _tile_loadd(2, tile_a(w, j0, c, in, out, pad0, &stride0), stride0);
+        if (two) _tile_loadd(3, tile_a(w, j1, c, in, out, pad1, &stride1), stride1);
+        const uint32_t* bc = piece_parts + c * b_size;
+        _tile_loadd(4, bc, row_bytes);
+        _tile_loadd(5, bc + part_size, row_bytes);
+        _tile_loadd(6, bc + 2 * part_size, row_bytes);
+        _tile_dpbf16ps(0, 2, 4);
+        _tile_dpbf16ps(0, 2, 5);
+        _tile_dpbf16ps(0, 2, 6);
+        if (two) {
+          _tile_dpbf16ps(1, 3, 4);
+          _tile_dpbf16ps(1, 3, 5);
+          _tile_dpbf16ps(1, 3, 6);
+        }
       }
-    }
-    for (int blk = 0; blk < (two ? 2 : 1); ++blk) {
-      if (blk == 0)
-        _tile_stored(0, c_out, row_bytes);
-      else
-        _tile_stored(1, c_out, row_bytes);
-      const int64_t j = blk == 0 ? j0 : j1;
-      store_block(c_out, y, m, out, j, std::min(kBlock, out - j));
+      const int64_t rows = std::min(ld, m - piece * ld);
+      for (int blk = 0; blk < (two ? 2 : 1); ++blk) {
+        if (blk == 0)
+          _tile_stored(0, c_out, row_bytes);
+        else
+          _tile_stored(1, c_out, row_bytes);
+        const int64_t j = blk == 0 ? j0 : j1;
+        store_block(c_out, y + piece * ld * out, rows, ld, out, j, std::min(kBlock, out - j));
+      }
     }
   }
   _tile_release();
@@ -221,19 +231,32 @@ bool amx_ready() {
 
 void amx_product(const float* x, const uint16_t* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind) {
   TORCH_CHECK(amx_ready(), "stream_gemm: this CPU (or its kernel) cannot run the AMX form");
-  TORCH_CHECK(m >= 1 && m <= kBlock, "stream_gemm: the AMX form takes 1..", kBlock, " rows, got ", m);
+  TORCH_CHECK(m >= 1, "stream_gemm: the AMX form takes 1 row or more, got ", m);
   const int64_t chunks = (in + kChunk - 1) / kChunk, blocks = (out + kBlock - 1) / kBlock;
+  // up to 16 rows one piece of exactly m columns; more in pieces of 16 (the last zero-padded to 16: one tile shape)
+  const int64_t ld = std::min<int64_t>(m, kBlock), pieces = (m + ld - 1) / ld;
+  const int64_t piece_size = kParts * chunks * (kChunk / 2) * ld;  // dwords
   // every element is written by pack_rows: no zero fill (a 16-row w2 product's parts are 440 KB)
-  const std::unique_ptr<uint32_t[]> parts(new uint32_t[kParts * chunks * (kChunk / 2) * m]);
-  pack_rows(x, m, in, chunks, parts.get());
+  const std::unique_ptr<uint32_t[]> parts(new uint32_t[pieces * piece_size]);
+  for (int64_t piece = 0; piece < pieces; ++piece)
+    pack_rows(x + piece * ld * in, std::min(ld, m - piece * ld), ld, in, chunks, parts.get() + piece * piece_size);
+  // the pieces in groups whose parts stay in L2 (~1 MB) while every block of the weight passes under them: a w2 of
+  // x48 (4608 weights a feature) has 442 KB of parts a piece, which all 8 pieces of 128 rows would push out to be
+  // read again for each pair of blocks; w13's 24 KB a piece go all in one group
+  const int64_t group = std::max<int64_t>(1, (int64_t{1} << 20) / (piece_size * 4));
   // grain: about 64 KB of weight per task, in whole blocks
   const int64_t grain = std::max<int64_t>(2, (64 * 1024 / 2) / std::max<int64_t>(in * kBlock, 1));
-  at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-    if (kind == kAmxPrefetch)
-      amx_blocks<true>(parts.get(), w, y, m, in, out, chunks, begin, end);
-    else
-      amx_blocks<false>(parts.get(), w, y, m, in, out, chunks, begin, end);
-  });
+  for (int64_t first = 0; first < pieces; first += group) {
+    const uint32_t* group_parts = parts.get() + first * piece_size;
+    float* group_y = y + first * ld * out;
+    const int64_t group_m = std::min(m - first * ld, group * ld);
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+      if (kind == kAmxPrefetch)
+        amx_blocks<true>(group_parts, w, group_y, group_m, ld, in, out, chunks, begin, end);
+      else
+        amx_blocks<false>(group_parts, w, group_y, group_m, ld, in, out, chunks, begin, end);
+    });
+  }
 }
 
 }  // namespace moe_serve_stream

@@ -231,11 +231,11 @@ KernelBf16 bf16_twin(Kernel kernel) {
 }
 
 // A bfloat16 weight (kept so to be read at half the bytes) goes to torch's forms widened to float32 first: a copy per
-// call, for prefills' many rows (the plan gives its few rows stream walks).
+// call, for prefills' many rows (the plan gives its few rows stream walks). The AMX forms take any row count.
 void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& y, int64_t kind, Kernel kernel) {
   const int64_t m = x.size(0), in = x.size(1), out = w.size(0);
   const bool bf16 = w.scalar_type() == torch::kBFloat16;
-  if (kind == kLinear || kind == kWeightMajor || m > kMaxRows) {
+  if (kind == kLinear || kind == kWeightMajor || (m > kMaxRows && !(bf16 && is_amx(kind)))) {
     const auto wf = bf16 ? w.to(torch::kFloat32) : w;
     if (kind == kWeightMajor && m <= kMaxRows)
       y.copy_(at::mm(wf, x.t()).t());
@@ -318,7 +318,13 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
     // piece) up to kChunkedRows rows, where F.linear needs a float32 copy of the weight first (read 2 bytes, write 4,
     // read 4 again per weight); past them BLAS's GEMM on that copy is the faster
     const bool chunked = bf16 && m > kMaxRows && m <= kChunkedRows && all_walks(kinds13) && all_walks(kinds2);
-    if ((kind13 >= 0 && kind2 >= 0 && m <= kMaxRows) || chunked) {
+    // unless the plan's forms for kMaxRows rows are AMX tile forms: then every row count past them stays on the tiles
+    // in one product per weight (the kernel runs the rows in pieces of 16 under each weight block, so the weight is
+    // read once): x48's experts on a 2-core Intel Xeon with AMX, 1 thread, w13 0.64-0.66x the time of the pieces at
+    // 17-32 rows and 0.38-0.51x of F.linear past them, w2 0.85-0.93x and 0.38-0.55x (bench/results/amx-rows-s62)
+    const int64_t tiles13 = form_for(kinds13, kMaxRows), tiles2 = form_for(kinds2, kMaxRows);
+    const bool tiles = bf16 && m > kMaxRows && is_amx(tiles13) && is_amx(tiles2);
+    if ((kind13 >= 0 && kind2 >= 0 && m <= kMaxRows) || chunked || tiles) {
       // both products stream walks: on plain buffers, without a tensor op per hit (at a decode's 1-2 rows per
       // expert those ops cost more than the products of moe-fine's small experts)
       if (!rows) {  // at most one hit per (token, slot): sized once per call
@@ -331,8 +337,9 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
       }
       for (int64_t r = 0; r < m; ++r)
         std::memcpy(rows + r * hidden, xp + (hit[r] / k) * hidden, hidden * sizeof(float));
-      for (int64_t c = 0; c < m; c += kMaxRows) {
-        const int64_t piece = std::min<int64_t>(kMaxRows, m - c), kind = form_for(kinds13, piece);
+      for (int64_t c = 0; c < m; c += tiles ? m : kMaxRows) {
+        const int64_t piece = tiles ? m : std::min<int64_t>(kMaxRows, m - c);
+        const int64_t kind = tiles ? tiles13 : form_for(kinds13, piece);
         if (bf16)
           stream_product(rows + c * hidden, w13h + e * 2 * inter * hidden, gate_up + c * 2 * inter, piece, hidden,
                          2 * inter, kind, kernel_bf16);
@@ -345,8 +352,9 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
           const float g = gate_up[r * 2 * inter + i];
           act[r * inter + i] = g / (1.0f + std::exp(-g)) * gate_up[r * 2 * inter + inter + i];
         }
-      for (int64_t c = 0; c < m; c += kMaxRows) {
-        const int64_t piece = std::min<int64_t>(kMaxRows, m - c), kind = form_for(kinds2, piece);
+      for (int64_t c = 0; c < m; c += tiles ? m : kMaxRows) {
+        const int64_t piece = tiles ? m : std::min<int64_t>(kMaxRows, m - c);
+        const int64_t kind = tiles ? tiles2 : form_for(kinds2, piece);
         if (bf16)
           stream_product(act + c * inter, w2h + e * hidden * inter, down + c * hidden, piece, inter, hidden, kind,
                          kernel_bf16);
@@ -409,8 +417,9 @@ torch::Tensor stream_linear(const torch::Tensor& x, const torch::Tensor& w, c10:
               w.scalar_type());
   TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "stream_linear: CPU tensors only");
   TORCH_CHECK(x.size(1) == w.size(1), "stream_linear: x has ", x.size(1), " features, w expects ", w.size(1));
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= kMaxRows, "stream_linear: 1..", kMaxRows, " rows, got ", x.size(0));
   TORCH_CHECK(kind >= 0 && kind < kKinds, "stream_linear: unknown kind ", kind, " (0..", kKinds - 1, ")");
+  TORCH_CHECK(x.size(0) >= 1 && (x.size(0) <= kMaxRows || is_amx(kind)), "stream_linear: 1..", kMaxRows,
+              " rows (any number in the AMX forms), got ", x.size(0));
   check_isa(isa, "stream_linear");
   TORCH_CHECK(!is_amx(kind) || w.scalar_type() == torch::kBFloat16,
               "stream_linear: the AMX forms multiply bfloat16 weights only");

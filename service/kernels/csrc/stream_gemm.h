@@ -76,8 +76,8 @@ constexpr int64_t kLinear = -1, kWeightMajor = -2;
 constexpr int64_t kAmx = 5, kAmxPrefetch = 6;
 inline bool is_amx(int64_t kind) { return kind == kAmx || kind == kAmxPrefetch; }
 bool amx_ready();  // the CPU has AMX-TILE + AMX-BF16 and the kernel lets this process use the tiles (asked once)
-// y [m, out] = x [m, in] @ w [out, in]^T, w bfloat16 bits, 1 <= m <= 16, in form `kind` (kAmx or kAmxPrefetch);
-// a TORCH_CHECK error where amx_ready() is false
+// y [m, out] = x [m, in] @ w [out, in]^T, w bfloat16 bits, m >= 1 (past 16 rows in pieces of 16 under each weight
+// block), in form `kind` (kAmx or kAmxPrefetch); a TORCH_CHECK error where amx_ready() is false
 void amx_product(const float* x, const uint16_t* w, float* y, int64_t m, int64_t in, int64_t out, int64_t kind);
 
 Kernel pick(const std::string& isa);  // "avx512", "avx2" or "base"
@@ -85,7 +85,8 @@ KernelBf16 pick_bf16(const std::string& isa);
 std::string best_isa();               // the widest of them this CPU runs (asked of the CPU)
 void check_isa(const std::string& isa, const char* op);  // a known ISA this CPU runs, or a TORCH_CHECK error
 
-// y [m, out] = x [m, in] @ w [out, in]^T in form `kind` (a Kind, kLinear or kWeightMajor; F.linear beyond 16 rows).
+// y [m, out] = x [m, in] @ w [out, in]^T in form `kind` (a Kind, kLinear or kWeightMajor; F.linear beyond 16 rows
+// but in the AMX forms).
 void planned_product(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& y, int64_t kind, Kernel kernel);
 
 // The same for a stream walk (kind >= 0) on plain row-major buffers: y [m, out] = x [m, in] @ w [out, in]^T.
