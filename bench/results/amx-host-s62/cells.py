@@ -1,6 +1,6 @@
 """Scratch (62nd session): moe-serve's TPOT over none's, none-sync's and the cell's best other policy's, per cell, in
-this session's two bench.policies runs on a 2-core Intel Xeon with AMX: the block's (engines at 1 thread, by
-bench.run_all) and the one at 2 threads. usage: python bench/results/amx-host-s62/cells.py > cells.txt"""
+this session's three bench.policies runs on a 2-core Intel Xeon with AMX: the block's (engines at 1 thread, by
+bench.run_all) and two at 2 threads. usage: python bench/results/amx-host-s62/cells.py > cells.txt"""
 
 import json
 from pathlib import Path
@@ -8,6 +8,7 @@ from pathlib import Path
 RUNS = {
     "1 thread (the block, bench.run_all --only policies,replay)": "bench/results/policies/policies.json",
     "2 threads (bench.policies --engine-threads 2 --no-peer)": "bench/results/amx-host-s62/policies/policies.json",
+    "2 threads, run 2": "bench/results/amx-host-s62/policies-run2/policies.json",
 }
 for name, path in RUNS.items():
     rows = json.loads(Path(path).read_text())["rows"]
