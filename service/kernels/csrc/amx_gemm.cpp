@@ -21,7 +21,8 @@
 //
 // Layout: the weight is tile A as it lies in memory (16 output features x 32 bfloat16 weights per tile, the row
 // stride the weight's), x's parts are tile B, packed once per product in the pairs layout tile products read
-// ([32 / 2 pairs][m rows][2]), and the accumulator C is 16 features x m rows (stored transposed into y). Two
+// ([32 / 2 pairs][m rows][2]; past 16 rows one such layout per piece of 16, the last zero-padded), and the
+// accumulator C is 16 features x m rows (stored transposed into y). Two
 // feature blocks run side by side (tiles C0 C1, A0 A1, B_hi B_mid B_lo: 7 of the 8 tiles). Features past the last
 // whole block and weights past the last whole 32 go through a zero-padded copy of the block's tile, so every output
 // is computed the same way whatever the threads' split (the blocks are the unit of work).
