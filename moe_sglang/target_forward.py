@@ -9,7 +9,8 @@ arithmetic: embedding; per layer RMSNorm, the fused QKV product, NeoX rope (serv
 written to their slots, attention over each request's slots (the request's keys gathered once per step for every
 layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product (a decode's attention
 sublayer, from the norm to the residual, is one call of the C++ op of service/kernels/decode_attention.py where it is
-built; setting target_forward=torch-ops keeps the torch ops, here and in the MoE sublayer); RMSNorm, the router, the
+built, and so is a verify's where every request's tokens form a chain; setting target_forward=torch-ops keeps the
+torch ops, here and in the MoE sublayer); RMSNorm, the router, the
 work of the layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / expert-counting scope) and
 `FusedMoE` module (the engine's MoE forward: cpu_moe.py's tuned expert products), called without the modules'
 dispatch where that is a no-op (inline_moe.py), else through them (the MoE sublayer of a decode or a verify, from
@@ -268,7 +269,27 @@ class DirectTarget:
         inline_moe: bool = True,  # as in decode
     ) -> torch.Tensor:
         """Logits [T, vocab] of every verify token; every token's K/V is written to its slot (spanned by SGLang's
-        `step[VERIFY ...]` label, as decode)."""
+        `step[VERIFY ...]` label, as decode). A verify of chains (no mask, or each request's block causal: a draft
+        of one token per depth, as the bench's STANDALONE and NGRAM engines draft) takes the decode's C++ op where it
+        is built (chain_attention, the op's form for several rows per request); a branching tree keeps the torch
+        ops."""
+        if (
+            self.kinds is not None
+            and req_to_token.dtype == torch.int32
+            and _laid_end_to_end(starts, ext_lens)
+            and (mask is None or _chains(mask, ext_lens))
+        ):
+            h = self.embed[tokens]
+            loc, dims, kinds = out_cache_loc.long(), self.dims, self.kinds
+            for layer in self.layers:
+                h = decode_attention.chain_attention(
+                    h, layer.input_norm, self.eps, layer.qkv, layer.o, self.cos_sin_cache, positions,
+                    pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), loc, req_to_token,
+                    pool_rows, prefix_lens, ext_lens, dims.heads, dims.kv_heads, dims.scale, kinds(layer.qkv),
+                    kinds(layer.o),
+                )  # fmt: skip
+                h = self._moe_sublayer(layer, h, inline_moe)
+            return self._lm_head(h)
         mm = self.mm
         rows = RaggedBatch(
             out_cache_loc.long(), req_to_token, pool_rows, prefix_lens + ext_lens, ext_lens, starts,
@@ -324,6 +345,26 @@ class DirectTarget:
             weight, mm = self.lm_head_bf16
             return mm(x, weight)[:, : self.vocab]
         return self.mm(x, self.lm_head)[:, : self.vocab]
+
+
+def _laid_end_to_end(starts: torch.Tensor, ext_lens: torch.Tensor) -> bool:
+    """Whether request b's rows start where request b - 1's end, from row 0 (the chain op reads them so)."""
+    return bool((ext_lens >= 1).all()) and torch.equal(starts, torch.cumsum(ext_lens, 0) - ext_lens)
+
+
+_TRIL: dict[int, torch.Tensor] = {}  # a chain's [e, e] visibility, flat, per length e
+
+
+def _chains(mask: torch.Tensor, ext_lens: torch.Tensor) -> bool:
+    """Whether the packed mask (request b's [ext_b, ext_b] block after request b - 1's) makes every block a chain:
+    token i sees tokens 0..i of its block."""
+    blocks = []
+    for e in ext_lens.tolist():
+        if e not in _TRIL:
+            _TRIL[e] = torch.ones(e, e, dtype=torch.bool).tril_().reshape(-1)
+        blocks.append(_TRIL[e])
+    flat = mask.reshape(-1)
+    return flat.numel() == sum(b.numel() for b in blocks) and torch.equal(flat.bool(), torch.cat(blocks))
 
 
 def _step_slots(

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from moe_sglang import cpu_rope
 from moe_sglang.target_forward import DirectTarget, TargetLayer
-from service.kernels import stream_gemm
+from service.kernels import decode_attention, stream_gemm
 from service.kernels.moe_ref import moe_forward, route_topk
 from service.kernels.small_gemm import MAX_ROWS
 from tests.moe_sglang.direct_fixtures import fused_qkv, nan_pool, spread_weights, two_request_slots
@@ -181,11 +181,21 @@ def verify(direct, pool, parts):
     )
 
 
-def test_verify_equals_transformers_mixtral(hf):
+@pytest.mark.parametrize(
+    "kinds",
+    [None, lambda weight: [], lambda weight: [stream_gemm.KINDS.index("sequential")] * 2],
+    ids=["torch-ops", "op-linear", "op-stream"],
+)
+def test_verify_equals_transformers_mixtral(hf, kinds, monkeypatch):
     """A ragged verify after cached prompts: A verifies a tree (a root, then two siblings that must not see each
     other), B a 1-token root alone in the same forward; then B alone verifies a chain (causal, no mask), then both
-    chains together."""
-    direct = direct_of(hf)
+    chains together. With `kinds` the chains' attention sublayers are the C++ op's (chain_attention), the tree's
+    the torch ops'."""
+    assert kinds is None or stream_gemm.load(), stream_gemm.error()
+    direct = dataclasses.replace(direct_of(hf), kinds=kinds)
+    chains = []
+    real = decode_attention.chain_attention
+    monkeypatch.setattr(decode_attention, "chain_attention", lambda *a: chains.append(len(a[0])) or real(*a))
     pool = nan_pool(len(direct.layers), SLOTS, KV_HEADS, HEAD_DIM)
     for row, prompt in ((0, A), (1, B)):  # the prompts' K/V, as the engine's prefill leaves them
         n = len(prompt)
@@ -204,3 +214,7 @@ def test_verify_equals_transformers_mixtral(hf):
     got = verify(direct, pool, [(0, n + 1, [u, w], [n + 1, n + 2], None), (1, m + 3, [v], [m + 3], None)])
     torch.testing.assert_close(got[:2], reference(hf, A + [x, u, w])[-2:], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(got[2], reference(hf, B + [z, x, y1, v])[-1], atol=1e-4, rtol=1e-4)
+    # the op took every forward of chains, once per layer: the prompts (causal masks given: 12 rows, then 7) and the
+    # two verifies without a mask (2 rows, then 3); the forward with a branching tree kept torch's ops
+    layers = len(direct.layers)
+    assert chains == ([] if kinds is None else [len(A)] * layers + [len(B)] * layers + [2] * layers + [3] * layers)
