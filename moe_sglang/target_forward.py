@@ -10,10 +10,10 @@ written to their slots, attention over each request's slots (the request's keys 
 layer, torch's fused kernel as in service/kernels/attention_fused.py), the output product (a decode's attention
 sublayer, from the norm to the residual, is one call of the C++ op of service/kernels/decode_attention.py where it is
 built, and so is a verify's where every request's tokens form a chain; setting target_forward=torch-ops keeps the
-torch ops, here and in the MoE sublayer); RMSNorm, the router, the
-work of the layer's own `TopK` module (SGLang's routing, with moe-serve's expert-budget / expert-counting scope) and
-`FusedMoE` module (the engine's MoE forward: cpu_moe.py's tuned expert products), called without the modules'
-dispatch where that is a no-op (inline_moe.py), else through them (the MoE sublayer of a decode or a verify, from
+torch ops, here and in the MoE sublayer); RMSNorm, the router, the work of the layer's own `TopK` module (SGLang's
+routing, with moe-serve's expert-budget / expert-counting scope) and `FusedMoE` module (the engine's MoE forward:
+cpu_moe.py's tuned expert products), called without the modules' dispatch where that is a no-op (inline_moe.py),
+else through them (the MoE sublayer of a decode or a verify, from
 the norm to the residual, is one call of the C++ op of service/kernels/decode_moe.py where it computes what that
 inline path would, with what SGLang and the step's expert counts record of the routing made from its output); the
 final norm and the LM head. Dense products
