@@ -2,7 +2,7 @@
 worktree of the commit before) on STANDALONE engines side by side (moe-fine x48, 2 threads each), prose prompts of
 128 tokens, 32 output tokens, at static K = 4, moe-serve and K = 0, alternating wave by wave in a rotated order; per
 round each variant's mean TPOT over 6 waves of BATCH requests (env BATCH, default 1). NEW_FIRST=1 starts the new
-engine first (the engine started second read 2-5 % slower at K = 0 in the first run). Usage:
+engine first (the engine started second read 2-5 % faster at K = 0 in both runs). Usage:
 [BATCH=8] [NEW_FIRST=1] PYTHONPATH=. python ab_chain.py OLD_TREE OLD_EXT_DIR OUT [rounds]"""
 
 import contextlib
