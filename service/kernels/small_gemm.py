@@ -11,18 +11,19 @@ Measured on a 2-core AMD EPYC (AVX-512, no AMX; MKL, 1 thread, moe-fine x48's ex
     same, m = 1 as two rows: 1.48
     w2: F.linear is the faster (0.78 at m = 1, ~bandwidth).
 
-The same product in nine forms (`FORMS`):
+The same product in eleven forms (`FORMS`):
     linear        F.linear(x, w): the reference
     weight_major  (w @ x.T).T: BLAS sees the weight as the left operand; a single row is doubled first (the
                   two-column product ran at twice the speed of the one-row one above)
     stream        our C++ kernel that reads the weight once at any row count (stream_gemm.py, where it builds:
                   on a 2-core Intel Xeon with AVX-512 it took 0.69 ms for 4 rows of w13 where F.linear took 1.33)
-    stream_l2, stream_l2_near, stream_seq, stream_seq_hw
+    stream_l2, stream_l2_near, stream_seq, stream_seq_hw, stream_split4, stream_split8
                   the same kernel walking the weight another way (stream_gemm.KINDS: prefetching into L2, nearer
-                  ahead, in address order, or in address order without software prefetch); on a 2-core AMD EPYC
-                  w13 at 1 row read 10.4 GB/s as `stream` and 28.4 as `stream_seq`, w2 21.5 and 27.4 as
-                  `stream_l2_near`; on one with AVX2 only both read ~17 GB/s as `stream_seq_hw`, 12-14 as
-                  `stream_seq`
+                  ahead, in address order, in address order without software prefetch, or in 4 / 8 ranges side
+                  by side, each in address order); on a 2-core AMD EPYC w13 at 1 row read 10.4 GB/s as `stream`
+                  and 28.4 as `stream_seq`, w2 21.5 and 27.4 as `stream_l2_near`; on one with AVX2 only both read
+                  ~17 GB/s as `stream_seq_hw`, 12-14 as `stream_seq`; on a Zen 4 EPYC, bfloat16 w13 at 1 row
+                  22.4-24.4 as `stream_seq` and 25.3-28.3 as `stream_split4`
     stream_amx, stream_amx_pf
                   for bfloat16 weights on a CPU with AMX (stream_gemm.amx_ready): the weight as AMX tiles, the
                   float32 rows split into three exact bfloat16 parts (csrc/amx_gemm.cpp), with the hardware
@@ -59,6 +60,8 @@ FORMS = (
     "stream_l2_near",
     "stream_seq",
     "stream_seq_hw",
+    "stream_split4",
+    "stream_split8",
     "stream_amx",
     "stream_amx_pf",
 )
@@ -153,7 +156,14 @@ class GemmPlan:
         count). `timer(stack, m)` returns seconds per form it timed (default: `time_forms`, the forms available
         here); tests inject one. `inputs`: the rows' dtype where it is not the weights' (float32 rows by bfloat16
         expert weights: stream forms only). With a `cache`, a shape it holds for this machine is read instead of
-        timed, and a shape timed here is written to it."""
+        timed, and a shape timed here is written to it.
+
+        One row, the form of every batch-1 decode, is timed first and again after the other row counts, each form
+        keeping its best of both: in an engine's first forward the first timing misjudged it. On a 2-core AMD EPYC
+        (Zen 4), moe-fine x48's w13 [9216, 256] in bfloat16: three of four engine starts kept `stream_seq` or
+        `stream_seq_hw` for one row and `stream_split4` for 2-6 rows, where a process timing the same weights
+        alone ranked `stream_split4` first in 8 of 8 timings (26.2-29.8 GB/s against 20.4-22.4); timed again
+        last, four engine starts of four kept it (bench/results/split-walks-s64: engine_tunes.txt, alone.json)."""
         timer = timer or (lambda stack, m: time_forms(stack, m, repeats, self.candidates, inputs))
         cache = self.cache or engine_cache()
         self._kinds.clear()
@@ -170,8 +180,11 @@ class GemmPlan:
                 self.forms.update({(*shape, m): form for m, form in enumerate(kept, start=1)})
                 self.cached.add(shape)
                 continue
-            for m in range(1, self.max_rows + 1):
-                times = timer(stack, m)
+            timed = {m: timer(stack, m) for m in range(1, self.max_rows + 1)}
+            if self.max_rows > 1:  # one row again, last (see above)
+                again = timer(stack, 1)
+                timed[1] = {f: min(t, again.get(f, t)) for f, t in timed[1].items()}
+            for m, times in timed.items():
                 best = min(times, key=lambda f: (times[f], FORMS.index(f)))
                 if "linear" in times and times[best] > (1.0 - MARGIN) * times["linear"]:
                     best = "linear"  # within the timing noise of the reference: keep the reference

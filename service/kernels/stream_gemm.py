@@ -52,8 +52,9 @@ HEADERS = (CSRC / "stream_gemm.h",)
 NAME = "moe_serve_stream_gemm"
 MAX_ROWS = 16
 # how the weight is walked and prefetched, the op's `kind` (csrc/stream_gemm.cpp's Kind, its table): R features side
-# by side with a prefetch into L1 / into L2 / into L2 nearer ahead, or one feature after another (address order)
-KINDS = ("lockstep", "lockstep_l2", "lockstep_l2_near", "sequential", "sequential_hw")
+# by side with a prefetch into L1 / into L2 / into L2 nearer ahead, one feature after another (address order) with
+# and without software prefetch, or the features cut into 4 / 8 ranges walked side by side, each in address order
+KINDS = ("lockstep", "lockstep_l2", "lockstep_l2_near", "sequential", "sequential_hw", "split4", "split8")
 # the AMX tile forms of a bfloat16 weight (csrc/amx_gemm.cpp: the float32 rows split into three exact bfloat16
 # parts), numbered after the walks: the hardware prefetchers alone / a software prefetch into L2
 AMX_KINDS = ("amx", "amx_prefetch")

@@ -76,8 +76,24 @@ def test_tune_keeps_the_faster_form_per_shape_and_rows():
     ]
     assert all(plan.form(8, 16, m) == "linear" for m in range(1, 6))
     assert plan.form(32, 8, 6) == "linear"  # beyond max_rows: the reference
-    assert len(calls) == 10  # each shape once, however often it appears
+    assert len(calls) == 12  # each shape once (one row twice), however often it appears
     assert plan.describe()["32x8"][1] == "weight_major"
+
+
+def test_one_row_is_timed_again_last_and_each_form_keeps_its_best():
+    calls = []
+
+    def timer(stack, m):  # the first timing of one row misjudges weight_major, the second linear
+        calls.append(m)
+        first = calls.count(1) == 1
+        return {"linear": 1.0 if first else 3.0, "weight_major": 2.0 if first else 0.5} if m == 1 else {"linear": 1.0}
+
+    plan = GemmPlan(max_rows=3).tune([torch.zeros(8, 4)], timer=timer)
+    assert calls == [1, 2, 3, 1]
+    assert plan.describe() == {"8x4": ["weight_major", "linear", "linear"]}
+    calls.clear()
+    assert GemmPlan(max_rows=1).tune([torch.zeros(8, 4)], timer=timer).form(8, 4, 1) == "linear"
+    assert calls == [1]  # a plan of one row count times it once
 
 
 def test_ties_go_to_the_reference():
@@ -205,9 +221,9 @@ def test_a_cached_plan_is_read_instead_of_timed(tmp_path):
         return {"linear": 1.0, "weight_major": 0.5 if m == 2 else 2.0}
 
     first = GemmPlan(max_rows=3, cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
-    assert calls == [1, 2, 3] and not first.cached
+    assert calls == [1, 2, 3, 1] and not first.cached
     again = GemmPlan(max_rows=3, cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
-    assert calls == [1, 2, 3], "the second plan was timed again"
+    assert calls == [1, 2, 3, 1], "the second plan was timed again"
     assert again.cached == {(8, 4)}
     assert (
         [again.form(8, 4, m) for m in (1, 2, 3)]
@@ -215,9 +231,9 @@ def test_a_cached_plan_is_read_instead_of_timed(tmp_path):
         == [first.form(8, 4, m) for m in (1, 2, 3)]
     )
     GemmPlan(max_rows=2, cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
-    assert calls[3:] == [1, 2], "another row range is another plan"
+    assert calls[4:] == [1, 2, 1], "another row range is another plan"
     GemmPlan(max_rows=3, candidates=("linear",), cache=PlanCache(tmp_path)).tune([torch.zeros(8, 4)], timer=timer)
-    assert calls[5:] == [1, 2, 3], "other candidate forms are another plan"
+    assert calls[7:] == [1, 2, 3, 1], "other candidate forms are another plan"
 
 
 def test_an_unreadable_cached_plan_is_timed_again_and_replaced(tmp_path):

@@ -311,7 +311,7 @@ def test_stream_moe_reads_views_and_int32_ids():
         (dict(w2=torch.randn(4, 12, 8, dtype=torch.bfloat16)), "float32 or both bfloat16"),
         (dict(w13=torch.randn(4, 16, 12, dtype=torch.float64), w2=torch.randn(4, 12, 8, dtype=torch.float64)), "both"),
         (dict(weights=torch.ones(1, 3)), r"\[T, k\]"),
-        (dict(kinds13=[7] * 16), "unknown kind"),
+        (dict(kinds13=[len(stream_gemm.KINDS) + len(stream_gemm.AMX_KINDS)] * 16), "unknown kind"),
         (dict(isa="neon"), "unknown isa"),
     ],
 )

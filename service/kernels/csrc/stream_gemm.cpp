@@ -62,9 +62,24 @@ bool all_walks(at::IntArrayRef kinds) {
 // kSequentialHw is kSequential without software prefetch, the CPU's own prefetchers alone: on a 2-core AMD EPYC with
 // AVX2 only (1 thread, 64 experts in turn, one row) it read w13 at 16.2-17.6 GB/s and w2 at 17.3-17.7 where
 // kSequential read 13.8-13.9 and 11.5-13.3, and torch's read-only sum of the same weights 15.7-18.0 (two runs).
-enum Kind : int64_t { kLockstep = 0, kLockstepL2 = 1, kLockstepL2Near = 2, kSequential = 3, kSequentialHw = 4 };
+// kSplit4 / kSplit8 cut the features into 4 / 8 ranges of equal length and walk them side by side, each range in
+// address order: as many streams for the hardware prefetchers, each a long run of whole weight rows. On a 2-core AMD
+// EPYC with AVX-512 (Zen 4, 1 thread, 32 bfloat16 weights of x48's expert shapes in turn, GB/s in two runs:
+// bench/results/split-walks-s64/walks-*.json) a plain read of w2's bytes in address order ran at 21.6-30.0 and four
+// such reads side by side at 27.3-35.8; kSplit4 / kSplit8 read w13 at one row at 25.3-28.3 where kSequential read
+// 22.4-24.4, w2 at one row 22.6-26.2 (kSplit8) against 18.3-21.8, at 2 and 4 rows 19.7-24.9 and 21.2-23.1 (kSplit4)
+// against 15.4-17.6 and 15.4-16.5 (kLockstepL2Near, the best walk before).
+enum Kind : int64_t {
+  kLockstep = 0,
+  kLockstepL2 = 1,
+  kLockstepL2Near = 2,
+  kSequential = 3,
+  kSequentialHw = 4,
+  kSplit4 = 5,
+  kSplit8 = 6
+};
 // and the AMX forms of a bfloat16 weight (stream_gemm.h: kAmx, kAmxPrefetch)
-constexpr int64_t kKinds = 7;
+constexpr int64_t kKinds = 9;
 
 // R output features at a time, M x rows: R * M accumulators of one vector each, every weight vector loaded once and
 // used M times, each x vector loaded once per k step and used R times; one horizontal sum per output at the end.
@@ -77,16 +92,16 @@ constexpr int64_t kKinds = 7;
 #define STREAM_KERNEL(NAME, TARGET, VEC, WIDTH, ZERO, LOAD, FMA, ADD, HSUM)                                     \
   template <typename W, int M, int R, int HINT, int64_t PF>                                                     \
   __attribute__((target(TARGET))) void NAME##_block(const float* x, const W* w, float* y, int64_t j,            \
-                                                    int64_t in, int64_t out, int64_t body) {                    \
+                                                    int64_t in, int64_t out, int64_t body, int64_t stride = 1) { \
     VEC acc[R][M];                                                                                              \
     for (int a = 0; a < R; ++a)                                                                                 \
       for (int r = 0; r < M; ++r) acc[a][r] = ZERO();                                                           \
     for (int64_t k = 0; k < body; k += WIDTH) {                                                                 \
       VEC wv[R];                                                                                                \
       for (int a = 0; a < R; ++a) {                                                                             \
-        wv[a] = LOAD(w + (j + a) * in + k);                                                                     \
+        wv[a] = LOAD(w + (j + a * stride) * in + k);                                                            \
         if (PF > 0)                                                                                             \
-          _mm_prefetch(reinterpret_cast<const char*>(w + (j + a) * in + k + PF * 4 / sizeof(W)),                \
+          _mm_prefetch(reinterpret_cast<const char*>(w + (j + a * stride) * in + k + PF * 4 / sizeof(W)),       \
                        static_cast<_mm_hint>(HINT));                                                            \
       }                                                                                                         \
       for (int r = 0; r < M; ++r) {                                                                             \
@@ -95,11 +110,11 @@ constexpr int64_t kKinds = 7;
       }                                                                                                         \
     }                                                                                                           \
     for (int a = 0; a < R; ++a) {                                                                               \
-      const W* wj = w + (j + a) * in;                                                                           \
+      const W* wj = w + (j + a * stride) * in;                                                                  \
       for (int r = 0; r < M; ++r) {                                                                             \
         float s = HSUM(acc[a][r]);                                                                              \
         for (int64_t k = body; k < in; ++k) s = std::fma(widen(wj[k]), x[r * in + k], s);                       \
-        y[r * out + j + a] = s;                                                                                 \
+        y[r * out + j + a * stride] = s;                                                                        \
       }                                                                                                         \
     }                                                                                                           \
   }                                                                                                             \
@@ -133,6 +148,19 @@ constexpr int64_t kKinds = 7;
     for (; j + R <= end; j += R) NAME##_block<W, M, R, HINT, PF>(x, w, y, j, in, out, body);                    \
     for (; j < end; ++j) NAME##_block<W, M, 1, HINT, PF>(x, w, y, j, in, out, body);                            \
   }                                                                                                             \
+  /* S ranges of features side by side, each in address order (kSplit*): S * M accumulators (fewer ranges */   \
+  /* where they would not fit the vector registers); the features past S equal ranges one at a time */         \
+  template <typename W, int M, int S, int64_t PF>                                                               \
+  __attribute__((target(TARGET))) void NAME##_split(const float* x, const W* w, float* y, int64_t begin,        \
+                                                    int64_t end, int64_t in, int64_t out, int64_t body) {       \
+    constexpr int kAccumulators = WIDTH == 16 ? 24 : 12;                                                        \
+    constexpr int R = S * M <= kAccumulators ? S : (kAccumulators / M > 1 ? kAccumulators / M : 1);             \
+    const int64_t len = (end - begin) / R;                                                                      \
+    for (int64_t i = 0; i < len; ++i)                                                                           \
+      NAME##_block<W, M, R, _MM_HINT_T1, PF>(x, w, y, begin + i, in, out, body, len);                           \
+    for (int64_t j = begin + R * len; j < end; ++j)                                                             \
+      NAME##_block<W, M, 1, _MM_HINT_T1, PF>(x, w, y, j, in, out, body);                                        \
+  }                                                                                                             \
   template <typename W, int M>                                                                                  \
   __attribute__((target(TARGET))) void NAME##_rows(const float* x, const W* w, float* y, int64_t begin,         \
                                                    int64_t end, int64_t in, int64_t out, int64_t kind) {        \
@@ -141,6 +169,8 @@ constexpr int64_t kKinds = 7;
       case kLockstep: return NAME##_walk<W, M, _MM_HINT_T0, 2048>(x, w, y, begin, end, in, out, body);          \
       case kLockstepL2: return NAME##_walk<W, M, _MM_HINT_T1, 2048>(x, w, y, begin, end, in, out, body);        \
       case kLockstepL2Near: return NAME##_walk<W, M, _MM_HINT_T1, 512>(x, w, y, begin, end, in, out, body);     \
+      case kSplit4: return NAME##_split<W, M, 4, 1024>(x, w, y, begin, end, in, out, body);                     \
+      case kSplit8: return NAME##_split<W, M, 8, 0>(x, w, y, begin, end, in, out, body);                        \
       case kSequentialHw: /* kSequential with the hardware prefetchers alone */                                 \
         if (M == 1) return NAME##_seq1<W, 0>(x, w, y, begin, end, in, body);                                    \
         for (int64_t j = begin; j < end; ++j) NAME##_block<W, M, 1, _MM_HINT_T1, 0>(x, w, y, j, in, out, body); \

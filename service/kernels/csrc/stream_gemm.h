@@ -73,7 +73,7 @@ constexpr int64_t kLinear = -1, kWeightMajor = -2;
 
 // The AMX tile forms of a bfloat16 weight's product (amx_gemm.cpp), numbered after stream_gemm.cpp's walks: the
 // hardware prefetchers alone, or a software prefetch of the next blocks into L2.
-constexpr int64_t kAmx = 5, kAmxPrefetch = 6;
+constexpr int64_t kAmx = 7, kAmxPrefetch = 8;
 inline bool is_amx(int64_t kind) { return kind == kAmx || kind == kAmxPrefetch; }
 bool amx_ready();  // the CPU has AMX-TILE + AMX-BF16 and the kernel lets this process use the tiles (asked once)
 // y [m, out] = x [m, in] @ w [out, in]^T, w bfloat16 bits, m >= 1 (past 16 rows in pieces of 16 under each weight
