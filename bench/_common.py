@@ -48,7 +48,7 @@ def write_json(folder: Path, name: str, payload: dict) -> Path:
 
 
 def table(rows: list[dict], columns: list[str]) -> str:
-    widths = {c: max(len(c), *(len(_fmt(r.get(c))) for r in rows)) for c in columns}
+    widths = {c: max([len(c), *(len(_fmt(r.get(c))) for r in rows)]) for c in columns}
     lines = ["  ".join(c.ljust(widths[c]) for c in columns), "  ".join("-" * widths[c] for c in columns)]
     lines += ["  ".join(_fmt(r.get(c)).ljust(widths[c]) for c in columns) for r in rows]
     return "\n".join(lines)

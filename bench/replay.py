@@ -60,6 +60,9 @@ POLICIES = {
     "adaspec": {"policy": "adaspec"},
     "moe-serve": {"policy": "moe-serve"},
 }
+# Not a policy and not in the default run: the drafter engine with every request at K = 0, for development runs that
+# separate what a drafter's engine costs where nothing speculates from what a policy decided (`--policies k0,moe-serve`)
+FLOOR = {"k0": {"policy": "static", "max_k": 0}}
 
 
 def default_traces() -> Path:
@@ -183,16 +186,26 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="smoke run: one trace, 3 short requests, the NGRAM engine only (none = a K=0 hint), 2 policies",
     )
+    parser.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help="the policies besides none and none-sync (a development run; the goals need all of them); "
+        "k0 = the drafter engine at K = 0",
+    )
     add_engine_threads_argument(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    chosen = [p for p in args.policies.split(",") if p]
+    unknown = sorted(set(chosen) - set(POLICIES) - set(FLOOR))
+    if unknown:
+        parser.error(f"unknown policies {unknown}: expected some of {', '.join([*POLICIES, *FLOOR])}")
     folder = out_dir(args.out, "replay")
     setup = setup_from_args(args)
     model = timed_model(setup)
     context = read_checkpoint(model).context
     traces = {"mooncake": TRACES["mooncake"]} if args.quick else TRACES
     requests, max_output = (3, 6) if args.quick else (args.requests, args.max_output)
-    policies = {k: POLICIES[k] for k in ("static-3", "moe-serve")} if args.quick else POLICIES
+    policies = {k: (POLICIES | FLOOR)[k] for k in (("static-3", "moe-serve") if args.quick else chosen)}
     drafters = setup.drafters[:1] if args.quick else setup.drafters
     repeats = 1 if args.quick else args.repeats
     missing = [name for name in traces.values() if not (args.traces / name).exists()]

@@ -1,5 +1,6 @@
 """bench.replay's per-request account of SLO misses: which requests were over the TPOT SLO (or failed), with where
-their time went (the first interval holds a prefill that ran right after the request's own)."""
+their time went (the first interval holds a prefill that ran right after the request's own); its goals; its
+arguments."""
 
 from service.traces.replay import ReplayResult, RequestRecord
 
@@ -63,3 +64,25 @@ def test_goals_read_against_none_and_none_sync():
         "moe-serve TPOT speedup vs none (worst cell)",
         "adaspec cells below none's attainment at SLO x1",
     ]
+
+
+def test_an_unknown_policy_is_refused_before_any_engine_starts(capsys):
+    import pytest
+
+    from bench.replay import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--policies", "k0,static-7", "--out", "/nonexistent/never-written"])
+    assert stopped.value.code == 2
+    assert "unknown policies ['static-7']" in capsys.readouterr().err
+
+
+def test_a_run_without_goal_rows_prints_an_empty_goals_table():
+    """A development run without moe-serve and adaspec (`--policies k0`) has no goal rows: the table is its header."""
+    from bench._common import table
+    from bench.replay import goals
+
+    none = {"drafter": "ngram", "trace": "azure", "policy": "none", "slo_x1": 0.9, "tpot_speedup": 1.0}
+    floor = none | {"policy": "k0", "slo_x1": 0.8, "tpot_speedup": 0.9}
+    assert goals([none, floor]) == []
+    assert table([], ["goal", "value"]).splitlines() == ["goal  value", "----  -----"]
