@@ -227,6 +227,37 @@ def test_stream_moe_is_the_reference_moe(isa, tokens, k):
 
 
 @pytest.mark.parametrize("isa", stream_gemm.supported_isas())
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_slot_of_weight_zero_is_not_run(isa, bf16):
+    """An expert budget's dropped slots (weight 0, pointed at an in-budget expert) cost no expert rows: with expert 0's
+    weights all NaN and every slot on it at weight 0, the result is finite and the reference MoE without expert 0; a
+    token whose first slot has weight 0 too. The other slots' bits are those of the same call with expert 0 finite."""
+    from service.kernels.moe_ref import moe_forward
+
+    g = torch.Generator().manual_seed(11)
+    w13, w2 = torch.randn(5, 2 * 24, 20, generator=g) / 4, torch.randn(5, 20, 24, generator=g) / 4
+    x = torch.randn(9, 20, generator=g)
+    ids, weights = _routing(9, 5, 3, seed=5)
+    dropped = ids == 0
+    ids[0] = torch.tensor([0, 1, 2])  # token 0: its first slot dropped
+    dropped[0] = torch.tensor([True, False, False])
+    weights = torch.where(dropped, torch.zeros_like(weights), weights)
+    assert bool(dropped.any()) and not bool(dropped.all(dim=1).any())
+    poisoned13, poisoned2 = w13.clone(), w2.clone()
+    poisoned13[0], poisoned2[0] = float("nan"), float("nan")
+    if bf16:
+        w13, w2, poisoned13, poisoned2 = (w.to(torch.bfloat16) for w in (w13, w2, poisoned13, poisoned2))
+    kinds = [MOE_KINDS[m % len(MOE_KINDS)] for m in range(stream_gemm.MAX_ROWS)]
+    got = stream_gemm.stream_moe(x, poisoned13, poisoned2, ids, weights, kinds, kinds, isa)
+    assert bool(got.isfinite().all())
+    assert torch.equal(got, stream_gemm.stream_moe(x, w13, w2, ids, weights, kinds, kinds, isa))
+    mask = torch.ones(5, dtype=torch.bool)
+    mask[0] = False
+    want = moe_forward(x, poisoned13.float(), poisoned2.float(), ids, weights, expert_mask=mask)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("isa", stream_gemm.supported_isas())
 def test_stream_moe_multiplies_bfloat16_weights_as_their_float32_values(isa):
     """Every form (walks, F.linear and the weight-major product on a widened copy, F.linear past 16 rows): the output on
     bfloat16 weights equals the one on their float32 copies bit for bit."""

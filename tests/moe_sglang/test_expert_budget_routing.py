@@ -213,3 +213,37 @@ def test_routing_computed_outside_the_hook_is_counted_as_the_hook_counts_it():
     assert by_op.counts() == by_hook.counts() and by_op.token_experts() == by_hook.token_experts()
     with routing_scope((E, 3), "truncation"):  # layer 1 budgeted below its E experts, layer 0 not
         assert not budgeted(0, E, K) and budgeted(1, E, K)
+
+
+def _redirect_slot_by_slot(ids, mask, probs):
+    """The slot-by-slot fill redirect_dropped replaced: each out-of-budget slot takes the first candidate not yet in
+    its row."""
+    k = ids.shape[1]
+    candidates = probs.masked_fill(~mask[None, :], float("-inf")).topk(k, dim=-1).indices
+    out = ids.clone()
+    for slot in range(k):
+        need = ~mask[out[:, slot]]
+        for c in range(k):
+            cand = candidates[:, c]
+            take = need & ~(out == cand[:, None]).any(dim=-1)
+            out[:, slot] = torch.where(take, cand, out[:, slot])
+            need = need & ~take
+    return out
+
+
+@pytest.mark.parametrize("experts,k", [(8, 2), (32, 4), (64, 8)])
+def test_redirect_dropped_fills_slots_as_one_by_one_in_candidate_order(experts, k):
+    from moe_sglang.expert_budget import redirect_dropped
+
+    g = torch.Generator().manual_seed(experts + k)
+    for trial in range(40):
+        tokens = 1 + trial % 24
+        logits = torch.randn(tokens, experts, generator=g) * 3
+        probs = torch.softmax(logits, dim=-1)
+        ids, _ = route_topk(logits, k)
+        budget = k + trial % (experts - k + 1)
+        mask = select_budget_experts(probs, budget)
+        out = redirect_dropped(ids, mask, probs)
+        assert torch.equal(out, _redirect_slot_by_slot(ids, mask, probs))
+        assert bool(mask[out].all()) and all(len(set(row)) == k for row in out.tolist())
+        assert torch.equal(out[mask[ids]], ids[mask[ids]])  # kept slots keep their expert

@@ -313,9 +313,16 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
   const int64_t k = topk_ids.size(1);
   const auto ids = topk_ids.to(torch::kLong).contiguous();
   const int64_t* idp = ids.data_ptr<int64_t>();
+  // float32 weights are summed below slot by slot, which skips a slot of weight 0: its expert is not run for it (a
+  // verify's out-of-budget slots, moe_sglang/expert_budget.py: redirected to an in-budget expert at weight 0, since
+  // SGLang's MoE paths need k distinct ids per token; run, they cost the expert rows the budget was meant to save)
+  const bool f32_weights = topk_weights.scalar_type() == torch::kFloat32;
+  const auto weights = f32_weights ? topk_weights.contiguous() : topk_weights;
+  const float* wp = f32_weights ? weights.data_ptr<float>() : nullptr;
   std::vector<std::vector<int64_t>> slots(experts);  // expert -> flat (t * k + j) in token order
   for (int64_t s = 0; s < tokens * k; ++s) {
     TORCH_CHECK(idp[s] >= 0 && idp[s] < experts, "stream_moe: expert id ", idp[s], " out of [0, ", experts, ")");
+    if (wp && wp[s] == 0.0f) continue;
     slots[idp[s]].push_back(s);
   }
   const auto xc = x.contiguous();
@@ -408,18 +415,20 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
     for (int64_t r = 0; r < m; ++r) ip[r] = hit[r];
     per_slot.index_copy_(0, index, hit_down);
   }
-  if (topk_weights.scalar_type() == torch::kFloat32) {  // the weighted sum over a token's slots, in slot order
-    const auto weights = topk_weights.contiguous();
-    const float* wp = weights.data_ptr<float>();
+  if (wp) {  // the weighted sum over a token's slots, in slot order (a slot of weight 0 was not run: it adds nothing)
     auto out = torch::empty({tokens, hidden}, xc.options());
     float* op = out.data_ptr<float>();
     for (int64_t t = 0; t < tokens; ++t) {
       float* o = op + t * hidden;
       const float* first = slot_out + t * k * hidden;
-      for (int64_t i = 0; i < hidden; ++i) o[i] = first[i] * wp[t * k];
+      if (wp[t * k] == 0.0f)
+        std::fill(o, o + hidden, 0.0f);
+      else
+        for (int64_t i = 0; i < hidden; ++i) o[i] = first[i] * wp[t * k];
       for (int64_t j = 1; j < k; ++j) {
         const float* slot = first + j * hidden;
         const float w = wp[t * k + j];
+        if (w == 0.0f) continue;
         for (int64_t i = 0; i < hidden; ++i) o[i] += slot[i] * w;
       }
     }
