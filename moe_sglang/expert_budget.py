@@ -228,8 +228,8 @@ def redirect_dropped(ids: torch.Tensor, mask: torch.Tensor, probs: torch.Tensor)
     B >= k there is always a free one among them. The j-th out-of-budget slot of a row (in slot order) takes the j-th
     candidate (in probability order) that no in-budget slot of the row holds: what filling the slots one by one, each
     with the first candidate not yet in the row, gives, in a fixed number of whole-tensor ops (the slot-by-slot loop
-    was k * k rounds of small ops per layer, ~2.5 ms of a batch-1 verify of moe-fine on the CPU engine, where the
-    verify without a budget took 6.2: bench.budget's truncation rows, sixty-fifth session).
+    was k * k rounds of small ops per layer: a batch-1 verify of moe-fine on the CPU engine took 7.8-10.1 ms with a
+    budget against 6.2 without one, bench.budget's truncation rows, sixty-fifth session).
     """
     k = ids.shape[1]
     candidates = probs.masked_fill(~mask[None, :], float("-inf")).topk(k, dim=-1).indices  # [T, k]
