@@ -19,6 +19,7 @@ from moe_sglang.plain_burst import input_pending
 from moe_sglang.plain_decode import last_tokens, run_plain_decode
 from moe_sglang.ragged import RaggedVerify, parents_precede_children
 from moe_sglang.step import StepInFlight
+from service.kernels.spec_tree import reconstruct_indices_from_tree_mask_host
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,6 @@ def expert_reuse(
 
 def verify_step(worker, batch, step: StepInFlight, trees: DraftTrees, accept_lens: list[int]) -> StepOutput:
     from sglang.kernels.ops.speculative.cache_locs import assign_extend_cache_locs_func
-    from sglang.kernels.ops.speculative.reconstruct_tree import reconstruct_indices_from_tree_mask_func
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
     from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
@@ -128,11 +128,7 @@ def verify_step(worker, batch, step: StepInFlight, trees: DraftTrees, accept_len
     tree_mask = torch.from_numpy(trees.mask.reshape(-1)).to(device)  # [bs * n * n]
     if not parents_precede_children(tree_mask.reshape(bs, n, n)):
         accept_lens = [n] * bs  # node order is not a tree order: only the whole tree is safe to verify
-    positions = torch.empty(bs * n, dtype=torch.int64, device=device)
-    retrieve_index, next_token, next_sibling = (torch.empty(bs, n, dtype=torch.int64, device=device) for _ in "ijk")
-    reconstruct_indices_from_tree_mask_func(
-        tree_mask, batch.seq_lens, positions, retrieve_index, next_token, next_sibling, bs, n
-    )
+    positions, retrieve_index, next_token, next_sibling = _tree_indices(trees.mask, tree_mask, batch.seq_lens)
     dense_loc = assign_extend_cache_locs_func(
         req_pool_indices=batch.req_pool_indices,
         req_to_token=batch.req_to_token_pool.req_to_token,
@@ -173,6 +169,22 @@ def verify_step(worker, batch, step: StepInFlight, trees: DraftTrees, accept_len
     out = accept_on_dense_rows(worker, batch, dense, logits_output, can_run_graph, grammar_host)
     batch.forward_mode = ForwardMode.DECODE
     return out
+
+
+def _tree_indices(mask: np.ndarray, tree_mask: torch.Tensor, seq_lens: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """positions [bs*n] and retrieve_index / next_token / next_sibling [bs, n] of the draft trees (`mask` [bs, n, n]
+    on the host, `tree_mask` the same on the engine's device), as SGLang's reconstruct_indices_from_tree_mask gives
+    them; on a CPU engine from the host trees, in numpy (service/kernels/spec_tree.py: our torch version of the op took
+    ~0.45 ms of a 22-25 ms batch-1 STANDALONE step)."""
+    from sglang.kernels.ops.speculative.reconstruct_tree import reconstruct_indices_from_tree_mask_func
+
+    if tree_mask.device.type == "cpu":
+        return tuple(torch.from_numpy(a) for a in reconstruct_indices_from_tree_mask_host(mask, seq_lens.numpy()))
+    bs, n, _ = mask.shape
+    positions = torch.empty(bs * n, dtype=torch.int64, device=tree_mask.device)
+    links = [torch.empty(bs, n, dtype=torch.int64, device=tree_mask.device) for _ in range(3)]
+    reconstruct_indices_from_tree_mask_func(tree_mask, seq_lens, positions, *links, bs, n)
+    return positions, *links
 
 
 def _verify_forward(worker, batch, step: StepInFlight, verify: RaggedVerify, accept: RaggedVerify):

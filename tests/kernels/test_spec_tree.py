@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -10,6 +11,7 @@ from service.kernels.spec_tree import (
     QLEN_ONLY,
     build_tree_kernel_efficient_cpu,
     reconstruct_indices_from_tree_mask_cpu,
+    reconstruct_indices_from_tree_mask_host,
 )
 from tests.kernels._trees import ancestors_with_self, children, eagle_draft, random_parents
 
@@ -133,3 +135,22 @@ def test_reconstruct_inverts_build(seed):
     ri2, nt2, ns2 = torch.empty((3, bs, n), dtype=torch.long)
     reconstruct_indices_from_tree_mask_cpu(mask, torch.tensor([3, 7]), positions2, ri2, nt2, ns2, bs, n)
     assert torch.equal(positions, positions2) and torch.equal(nt, nt2) and torch.equal(ns, ns2)
+
+
+@pytest.mark.parametrize(("seed", "bs", "n"), [(0, 1, 1), (1, 2, 4), (2, 3, 8), (3, 4, 16)])
+def test_reconstruct_on_host_arrays_equals_the_op(seed, bs, n):
+    """The numpy twin the CPU engine's verify calls with its host trees gives the op's outputs, padding nodes (a
+    row that sees only itself) and chains included."""
+    rng = random.Random(seed)
+    trees = [random_parents(rng, n) for _ in range(bs)] + [[-1] + list(range(n - 1)), [-1] * n]
+    masks = [[[j in ancestors_with_self(p, i) for j in range(n)] for i in range(n)] for p in trees]
+    seq = [rng.randrange(0, 20) for _ in trees]
+    rows = len(trees)
+    positions = torch.empty(rows * n, dtype=torch.int64)
+    ri, nt, ns = torch.empty((3, rows, n), dtype=torch.int64)
+    reconstruct_indices_from_tree_mask_cpu(
+        torch.tensor(masks).flatten(), torch.tensor(seq), positions, ri, nt, ns, rows, n
+    )
+    host = reconstruct_indices_from_tree_mask_host(np.array(masks), np.array(seq))
+    for mine, op in zip(host, (positions, ri, nt, ns), strict=True):
+        assert mine.tolist() == op.tolist()
