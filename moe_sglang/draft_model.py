@@ -300,13 +300,14 @@ def _chain_part(r: DraftRequest) -> _Part:
 
 
 def _slots(batch, drafting: list[DraftRequest], parts: list[_Part]) -> torch.Tensor:
-    """[T] int64: the draft KV slot of every token of the parts, laid end to end."""
-    device = batch.device
-    rows = torch.as_tensor([r.row for r in drafting], device=device)
-    lens = torch.as_tensor([len(p.tokens) for p in parts], device=device)
-    pools = batch.req_pool_indices[rows].repeat_interleave(lens)
-    slot_positions = torch.as_tensor([s for p in parts for s in p.slot_positions], device=device)
-    return batch.req_to_token_pool.req_to_token[pools, slot_positions].to(torch.int64)
+    """[T] int64: the draft KV slot of every token of the parts, laid end to end: one gather from the request-to-slot
+    table at flat indices made on the host (a part is a few tokens: tensors of the pools and positions, a
+    repeat_interleave and a two-index gather took ~0.15 ms of each draft forward in the engine, 3-4 per batch-1
+    step, py-spy; 53 us against 23 alone, AVX2 EPYC)."""
+    table = batch.req_to_token_pool.req_to_token
+    pools, width = batch.req_pool_indices.tolist(), table.shape[1]
+    flat = [pools[r.row] * width + s for r, p in zip(drafting, parts, strict=True) for s in p.slot_positions]
+    return table.reshape(-1)[torch.as_tensor(flat, device=table.device)].to(torch.int64)
 
 
 def _direct_inputs(batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> tuple:
