@@ -48,12 +48,10 @@ class RaggedVerify:
             raise ValueError("a ragged verify needs at least one request")
         if min(lens) < 1 or max(lens) > stride:
             raise ValueError(f"verify lengths must be in [1, {stride}], got {lens}")
-        counts = torch.tensor(lens, dtype=torch.int64)
-        starts = torch.arange(len(lens), dtype=torch.int64) * stride  # [bs]
-        first = torch.cumsum(counts, 0) - counts  # [bs] compact row of each request's root
-        within = torch.arange(int(counts.sum())) - torch.repeat_interleave(first, counts)  # [T]
-        rows = torch.repeat_interleave(starts, counts) + within
-        return cls(tuple(lens), stride, rows.to(device))
+        # a few dozen rows, built on the host: five tensor ops with two repeat_interleaves took 80-87 us a call, this
+        # 8-19 (batch 1 / 8, one thread, AVX2 EPYC); a verify step builds two
+        rows = [i * stride + t for i, count in enumerate(lens) for t in range(count)]
+        return cls(tuple(lens), stride, torch.tensor(rows, dtype=torch.int64, device=device))
 
     @property
     def batch_size(self) -> int:
