@@ -168,7 +168,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint(
         f"{_SPEC}.spec_utils.move_accept_tokens_to_target_kvcache",
         "call",
-        "KV of the accepted tokens",
+        "KV of the accepted tokens (not called where they head their verify windows: accept.kv_in_place)",
         "(batch, accept_index, num_correct_drafts, token_to_kv_pool_allocator)",
     ),
     Touchpoint(
@@ -198,7 +198,7 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     Touchpoint(
         "sglang.kernels.ops.speculative.reconstruct_tree.reconstruct_indices_from_tree_mask_func",
         "call",
-        "positions and tree links of the dense draft",
+        "positions and tree links of the dense draft (a GPU engine's; a CPU engine's from its host trees)",
         "(tree_mask, verified_seq_len, positions, retrieve_index, retrieve_next_token, retrieve_next_sibling, "
         "batch_size, draft_token_num)",
     ),
