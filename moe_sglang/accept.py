@@ -80,7 +80,9 @@ def accept_on_dense_rows(worker, batch, verify_input, logits_output, can_run_gra
     accept_tokens = predict[accept_index]  # [bs, n]; entries past accept_lens are never read
     if watermark is not None and batch.sampling_info.has_watermark_candidates:
         watermark.append_speculative(batch.req_pool_indices, accept_tokens, accept_lens)
-    if not kv_in_place(accept_index, accept_lens, batch.out_cache_loc.numel() // len(batch.reqs)):
+    # on a GPU the check would cost a host sync to save a few kernel launches: moved as SGLang does
+    window = batch.out_cache_loc.numel() // len(batch.reqs)
+    if accept_index.device.type != "cpu" or not kv_in_place(accept_index, accept_lens, window):
         move_accept_tokens_to_target_kvcache(batch, accept_index, accept_lens - 1, worker.token_to_kv_pool_allocator)
     if batch.return_logprob:
         compute_spec_logprobs(batch, logits_output, predict, accept_index=accept_index)
@@ -101,12 +103,13 @@ def kv_in_place(accept_index: torch.Tensor, accept_lens: torch.Tensor, window: i
     """Whether every request's accepted tokens (the bonus included) are the head of its verify window, in order: then
     their KV already lies where SGLang's move puts it (the first accept_lens[i] slots of request i's window of
     `window` slots) and the move would copy each slot onto itself (entries past accept_lens[i] are -1, as
-    eagle_sample leaves them). A chain's accepted drafts always are (a draft of
-    one token per depth: the STANDALONE and NGRAM engines of the benchmarks); the move cost 0.45 ms of a 24-27 ms
-    batch-1 STANDALONE step on moe-fine x48 (py-spy, AVX2 EPYC: three index fills and a copy per layer of K and V)."""
+    eagle_sample leaves them). A chain's accepted drafts always are (a draft of one token per depth: the STANDALONE
+    and NGRAM engines of the benchmarks); the move took ~0.45 ms of a 24-27 ms batch-1 STANDALONE step on moe-fine
+    x48 (py-spy, AVX2 EPYC: three index fills and a copy per layer of K and V)."""
     bs, width = accept_index.shape
-    head = torch.arange(bs).unsqueeze(1) * window + torch.arange(width)
-    accepted = torch.arange(width) < accept_lens.unsqueeze(1)
+    cols = torch.arange(width, device=accept_index.device)
+    head = torch.arange(bs, device=accept_index.device).unsqueeze(1) * window + cols
+    accepted = cols < accept_lens.unsqueeze(1)
     return bool((accept_index == torch.where(accepted, head, -1)).all())  # past accept_lens: -1 (nothing to move)
 
 
