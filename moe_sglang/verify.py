@@ -176,10 +176,10 @@ def _tree_indices(mask: np.ndarray, tree_mask: torch.Tensor, seq_lens: torch.Ten
     on the host, `tree_mask` the same on the engine's device), as SGLang's reconstruct_indices_from_tree_mask gives
     them; on a CPU engine from the host trees, in numpy (service/kernels/spec_tree.py: our torch version of the op took
     ~0.45 ms of a 22-25 ms batch-1 STANDALONE step)."""
-    from sglang.kernels.ops.speculative.reconstruct_tree import reconstruct_indices_from_tree_mask_func
-
     if tree_mask.device.type == "cpu":
         return tuple(torch.from_numpy(a) for a in reconstruct_indices_from_tree_mask_host(mask, seq_lens.numpy()))
+    from sglang.kernels.ops.speculative.reconstruct_tree import reconstruct_indices_from_tree_mask_func
+
     bs, n, _ = mask.shape
     positions = torch.empty(bs * n, dtype=torch.int64, device=tree_mask.device)
     links = [torch.empty(bs, n, dtype=torch.int64, device=tree_mask.device) for _ in range(3)]
