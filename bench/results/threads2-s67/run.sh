@@ -1,7 +1,7 @@
 #!/bin/bash
 # Scratch (67th session): bench.step_profile of x48's plain decode at batch 1 and 8, one engine thread and two, the
 # two-thread engine under libgomp's wait settings (its workers spin between parallel regions by default).
-# Usage: bash run.sh OUTDIR ROUNDS   (from the repository root)
+# Usage: bash run.sh OUTDIR ROUNDS   (from the repository root; first=N starts at round N)
 set -u
 out=$1
 rounds=${2:-1}
