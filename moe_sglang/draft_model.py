@@ -34,6 +34,13 @@ first verify and 3 of 3 from its third on (the replay reads 2 of 3). The prompt'
 target's prefill emits the first output token, so no chain ever predicts it (the first output token is often the
 hardest: two of the three prose requests missed it). The draft cache is in step afterwards, so a request that then
 speculates has no catch-up.
+
+Judging the root: the judging forward runs over the root as well (its draft KV is written anyway), so it also
+predicts the token after the root, which the target emits in this very step (the judged request is at K = 0). The
+step's join hands over the tokens it emitted (`judge_later`'s `now`), and that prediction is judged with the others:
+a judgement after n output tokens judges n predictions, not n - 1, the latest of them the step's own token, and the
+policy sees the outcomes when that step closes (a first judgement after 2 tokens: 2 outcomes, where 1 had left a
+request whose second output token the draft missed at p ~0.3).
 """
 
 from __future__ import annotations
@@ -129,10 +136,12 @@ class DraftModelDrafter:
         counted as `backlogs` counts it)."""
         return self.judge_later(batch, rows)()
 
-    def judge_later(self, batch, rows: list[int], beside: Callable = AT_ONCE) -> Callable[[], tuple]:
+    def judge_later(self, batch, rows: list[int], beside: Callable = AT_ONCE) -> Callable[..., tuple]:
         """`judge`, its draft forward run by `beside` (a draft_thread.Beside, or a function that wraps one) from
         inputs copied from the batch now; the returned join gives judge's value (and keeps the draft cache's state
-        in step) on the caller's thread."""
+        in step) on the caller's thread. The forward predicts at each request's root too (module docstring,
+        judging the root): the join, given `now`, the token the step emitted after each batch row's root, judges
+        that prediction as well (without it, as `judge`: the root's prediction unused)."""
         seq = _seq_lens(batch)
         judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
         parts, roots, logit_rows, offset = [], [], [], 0
@@ -140,14 +149,13 @@ class DraftModelDrafter:
             req = batch.reqs[r.row]
             part = self._lag_part(req, r.seq_len)  # tokens [start, seq_len]
             start = part.prefix
-            # roots whose next token the target emitted: the outputs before the root (module docstring, judging)
+            # roots whose next token the target emitted: the outputs before the root (module docstring, judging),
+            # then the root, whose next token this step emits
             judged_roots = range(max(start, len(req.origin_input_ids)), r.seq_len)
             roots.append((req.rid, [part.tokens[s + 1 - start] for s in judged_roots]))
-            logit_rows += [offset + s - start for s in judged_roots]
+            logit_rows += [offset + s - start for s in judged_roots] + [offset + r.seq_len - start]
             parts.append(part)
             offset += len(part.tokens)
-        if not logit_rows:
-            return lambda: ((), 0)  # nothing emitted since the last judgement: no forward, the draft cache as it was
         if self.direct is not None:
             inputs = _direct_inputs(batch, judged, parts, logit_rows)
             predicted = beside(lambda: self.direct.logits(*inputs).argmax(dim=-1).tolist())
@@ -156,11 +164,13 @@ class DraftModelDrafter:
             predicted = lambda: ran  # noqa: E731
         ran_tokens = sum(len(p.tokens) for p in parts) - len(judged)
 
-        def outcomes() -> tuple[tuple[ShadowOutcome, ...], int]:
+        def outcomes(now: list[int] | None = None) -> tuple[tuple[ShadowOutcome, ...], int]:
             tokens, found, at = predicted(), [], 0
             for (rid, emitted), r in zip(roots, judged, strict=True):
-                hits = [p == t for p, t in zip(tokens[at : at + len(emitted)], emitted, strict=True)]
-                at += len(emitted)
+                made = tokens[at : at + len(emitted) + 1]  # the emitted tokens' predictions, then the root's
+                at += len(made)
+                truth = emitted if now is None else [*emitted, now[r.row]]
+                hits = [p == t for p, t in zip(made[: len(truth)], truth, strict=True)]
                 found += [ShadowOutcome(rid, self.max_depth, k, a) for k, a in _replayed(hits, self.max_depth)]
                 self.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
             return tuple(found), ran_tokens

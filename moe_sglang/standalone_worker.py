@@ -135,7 +135,7 @@ def _decode(worker, batch, on_publish):
     )
     plan = runtime.plan(step, judging=True, beside=worker.drafter.direct is not None and worker.beside.threaded)
     judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside)
-    drafting = []
+    drafting, out = [], None
     try:
         if max(plan.ks) == 0:
             out = plain_step(worker, batch, step, burst_len(worker, batch, step))
@@ -150,7 +150,7 @@ def _decode(worker, batch, on_publish):
             accept_lens = [min(k, d) + 1 for k, d in zip(plan.ks, trees.drafts, strict=True)]
             out = verify_step(worker, batch, step, trees, accept_lens)
     finally:
-        shadow = judged()  # joined before the step returns (draft_thread.py)
+        shadow = judged(out)  # joined before the step returns (draft_thread.py)
     accepted = out.accepted()
     worker.drafter.accepted(batch, drafting, accepted)
     if on_publish is not None:
@@ -170,10 +170,12 @@ def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], bes
     step one over a few rows, and counted as one draft step with its catch-up the judgements taught the policy's fit
     a draft step ~3x its cost (3.5 ms against ~1 ms measured per chain step on the CPU engine, moe-fine's dense
     draft), which then priced every speculative step out at batch 1. What is timed is what the step waited for:
-    the whole forward on the scheduler's thread, on a thread of its own the time its join waited."""
+    the whole forward on the scheduler's thread, on a thread of its own the time its join waited. The join takes
+    the step's output (None where the step failed): each judged request's root is judged against the first token
+    its row emitted (draft_model.py, judging the root)."""
     rows = [i for i, asked in enumerate(judge) if asked]
     if not rows:
-        return lambda: ()
+        return lambda out: ()
     forward_s = []  # the judging forward's own seconds, wherever it ran
 
     def timed(fn):
@@ -190,10 +192,11 @@ def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], bes
     later = drafter.judge_later(batch, rows, timed)
     waited = time.perf_counter() - start if not beside.threaded else 0.0
 
-    def join():
+    def join(out):
         at = time.perf_counter()
-        shadow, ran = later()
-        if shadow:  # a forward ran (none where nothing was emitted since their last judgement)
+        now = None if out is None else out.result.next_token_ids.view(len(judge), -1)[:, 0].tolist()
+        shadow, ran = later(now)
+        if shadow:  # outcomes came back (none only where the step failed with nothing emitted since the last one)
             step.judge_s += waited + (time.perf_counter() - at)
             step.judge_tokens += ran
             if beside.threaded:

@@ -257,3 +257,29 @@ def test_judgements_beside_the_target_and_prompts_caught_up_at_prefill_judge_as_
     for layer in range(len(pool.keys)):
         assert torch.equal(later_pool.keys[layer].nan_to_num(7.0), pool.keys[layer].nan_to_num(7.0))
         assert torch.allclose(caught_pool.keys[layer], pool.keys[layer], atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("root_hit", [True, False], ids=["root-matched", "root-missed"])
+def test_a_judgement_given_the_steps_tokens_judges_each_root_too(hf, root_hit):
+    """draft_model.py, judging the root: the judging forward predicts after each request's root too; the join given
+    `now` (the token the step emitted after each batch row's root) judges that prediction with the others, exactly
+    as a replay of the draft's greedy predictions at every judged position reads (without `now`, as `judge`)."""
+    from moe_sglang.draft_model import DraftModelDrafter, _replayed
+    from moe_sglang.draft_thread import Beside
+
+    prompts = [A, B]
+    outputs = [greedy(hf, A, 5) + [7, 250], [1, 2, 3, 4, 5]]
+    decode = batch_of(prompts, outputs, [len(p) + len(o) - 1 for p, o in zip(prompts, outputs, strict=True)])
+    made = DraftModelDrafter(worker=None, topk=1, max_depth=3, stride=4, direct=direct_of(hf))
+    made.reset(["r0", "r1"])
+    own = [greedy(hf, p + o, 1)[0] for p, o in zip(prompts, outputs, strict=True)]  # the draft's token after the root
+    now = own if root_hit else [(t + 1) % 300 for t in own]
+    shadow, ran = made.judge_later(decode, [0, 1], Beside(threaded=True))(now)
+    expected = []
+    for rid, p, o, t in zip(("r0", "r1"), prompts, outputs, now, strict=True):
+        context = p + o
+        hits = [greedy(hf, context[: len(p) + s + 1], 1)[0] == nxt for s, nxt in enumerate([*o[1:], t])]
+        assert hits[-1] == root_hit
+        expected += [(rid, k, a) for k, a in _replayed(hits, 3)]
+    assert [(o.request_id, o.k, o.accepted) for o in shadow] == expected
+    assert ran == sum(decode.seq_lens.tolist()) and made.seen == {"r0": len(A) + 7, "r1": len(B) + 5}
