@@ -12,6 +12,8 @@ so a policy that never tried deep drafts does not keep a stale prior for them fo
 
 from __future__ import annotations
 
+import copy
+
 
 def expected_tokens(p: list[float], k: int) -> float:
     """e(K): tokens a step emits on average with K drafts (the +1 is the bonus/correction token)."""
@@ -92,6 +94,19 @@ class AcceptanceTracker:
             outcome = 1.0 if i < accepted else 0.0
             est.add(i, outcome, self.alpha, self.trust)
             self._prior.add(i, outcome, self.prior_alpha, self.trust)
+
+    def if_matched(self, request_id: str, tokens: int, depth: int) -> list[float]:
+        """The request's estimates as they would read were a judgement over `tokens` emitted tokens to find every
+        one matched: chains of `depth` drafts accepted to their ends, each next one rooted after the previous one's
+        bonus token (as moe_sglang/draft_model.py replays a judgement), the last cut where the tokens end. Nothing
+        is changed."""
+        est = copy.deepcopy(self._estimate(request_id))
+        while tokens > 0 and depth > 0:
+            run = min(depth, tokens, self.max_positions)
+            for i in range(run):
+                est.add(i, 1.0, self.alpha, self.trust)
+            tokens -= depth + 1
+        return est.blended(self.trust)
 
     def nudge(self, request_id: str, position: int, confidence: float) -> None:
         """Move p at 0-based `position` toward a drafter confidence, for drafts that were trimmed before verify."""

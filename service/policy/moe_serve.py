@@ -73,11 +73,12 @@
            speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements due in a
            step run together or rest until the back-off interval comes round; `judge_gate` off: judged once due), the
            outcomes come back as StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged
-           again after `judge_after` steps, then after twice as many each time, where speculating could pay at an
-           optimistic bound on what it measured (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at
-           batch 1; at the probes' 16 steps a prose request whose first 4 tokens matched the draft half the time
-           waited half its 32 tokens before the judgement that found 0.9). One that falls from speculating to K = 0
-           is judged again at its second step there (`rejudge_after`; the first emits the judgement's root): after one
+           again after `judge_after` steps, then after twice as many each time (after `judge_after` again where a
+           judgement was accepted to its end, judged_back_off), where speculating could pay at an optimistic bound on
+           what it measured or were the tokens since all matched (`rejudging_could_pay`) (a judgement costs ~0.3 of
+           a plain step at batch 1; at the probes' 16 steps a prose request whose first 4 tokens matched the draft
+           half the time waited half its 32 tokens before the judgement that found 0.9). One that falls from
+           speculating to K = 0 is judged again at its second step there (`rejudge_after`): after one
            rejected draft (p ~0.95 -> ~0.67, a tie with K = 0) prose requests rested 4 plain steps before the judgement
            that brought them back (bench/results/gate-reuse-s50/prices-after.jsonl). With `judged_first` it does
            not speculate before its first judgement, for the reason given for drafts in hand (in a scratch cell, the

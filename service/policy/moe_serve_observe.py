@@ -28,6 +28,18 @@ OWN_RATIO_BOUNDS = (0.5, 1.5)
 WARM_UP_REFITS = frozenset((1, 2, 4, 8))
 
 
+def judged_back_off(self: MoeServePolicy, stats: StepStats) -> None:
+    """A judged request (STANDALONE) whose judgement this step was accepted to its end (its latest chain whole) is
+    judged again `judge_after` steps on, its back-off reset, as a whole hit resets a drafted request's rests: the
+    doubling is for drafts that keep failing. Without it, prose requests whose first one or two judged tokens were
+    rejected (the first output tokens are the hardest) and whose next judgement matched 2 of 2 rested 4 steps more
+    before the judgement that let them speculate (CPU engine, moe-fine x48, batch 1: 12-15 steps for 32 tokens
+    against 8-10 for the others, bench/results/judge-root-s68)."""
+    for rid in {s.request_id for s in stats.shadow if s.request_id not in self._depth}:
+        if self._hit.get(rid) and rid in self._judged:
+            self._idle[rid], self._interval[rid] = 0, self.judge_after
+
+
 def observe(self: MoeServePolicy, stats: StepStats) -> None:
     for r in stats.requests:
         if r.k > 0:
@@ -53,6 +65,7 @@ def observe(self: MoeServePolicy, stats: StepStats) -> None:
         if shadow.request_id in self._depth:  # a draft in hand (NGRAM), not a judgement asked for
             self.by_depth.update(depth_key(shadow.draft_depth), shadow.k, shadow.accepted)
             self._shadowed.add(shadow.request_id)
+    judged_back_off(self, stats)
     own_cost(self, stats)
     self.model.add(
         stats.verify_tokens,

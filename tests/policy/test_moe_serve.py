@@ -1206,3 +1206,58 @@ def test_a_scout_prices_uncalibrated_speculative_steps_at_the_plain_ratio():
     assert model._scale(40, 8, 4, None) == 1.0  # the fit alone: a plain ratio below 1 says nothing of a verify's
     assert model.scouting()._scale(40, 8, 4, None) == pytest.approx(0.6)
     assert model.scouting()._scale(8, 8, 0, None) == model._scale(8, 8, 0, None) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "rejected"])
+def test_a_judgement_accepted_to_its_end_resets_the_judging_back_off(whole):
+    """moe_serve_observe.judged_back_off: a judged request whose judgement was accepted to its end is judged again
+    `judge_after` steps on (the back-off doubles for drafts that keep failing); one rejected waits the doubled
+    interval (test_a_request_is_judged_again_only_where_its_drafts_could_pay)."""
+    policy, view = judged_once({"r0": (0, 0, 0, 0), "r1": (1, 1, 0, 0)})
+    due, ks = [], []
+    for step in range(12):
+        d = policy.decide(emitted(view, step))
+        due += [step] * ("r1" in d.judge)
+        ks.append(d.requests[1].k)
+        if step == 3:  # r1's second judgement: a chain of 2 matched to its end, or its first token rejected
+            judged = ShadowOutcome("r1", 4, 2, 2) if whole else ShadowOutcome("r1", 4, 1, 0)
+            policy.observe(replace(stats([0, 0], [0, 0], 0.03), shadow=(judged,), plain=True))
+    assert due == ([3, 7] if whole else [3])
+    assert policy._interval["r1"] == (2 if whole else 4) * policy.judge_after and not any(ks)
+
+
+@pytest.mark.parametrize(("tokens", "chains"), [(0, []), (3, [3]), (4, [4]), (9, [4, 4]), (11, [4, 4, 1])])
+def test_acceptance_if_matched_reads_as_the_judged_chains_would_leave_it(tokens, chains):
+    """AcceptanceTracker.if_matched: the estimates after a judgement that found `tokens` emitted tokens all matched,
+    replayed as chains of 4 (each next one after the previous one's bonus token), without changing the tracker."""
+    tracker = AcceptanceTracker(4, prior=0.9, alpha=0.3)
+    tracker.update("r", 1, 0)
+    tracker.update("r", 1, 0)
+    before = list(tracker.get("r"))
+    hoped = tracker.if_matched("r", tokens, 4)
+    assert tracker.get("r") == before
+    for run in chains:
+        tracker.update("r", run, run)
+    assert hoped == pytest.approx(tracker.get("r"))
+
+
+@pytest.mark.parametrize(("backlog", "judged_again"), [(0, []), (8, []), (16, [3, 11])])
+def test_a_request_that_emitted_tokens_since_its_judgement_is_judged_again_where_they_could_change_it(
+    backlog, judged_again
+):
+    """moe_serve_probe.rejudging_could_pay: a judgement due again is weighed at the higher of the bound on what the
+    request measured and its acceptance were every token since its last judgement (those its draft cache lacks,
+    RequestView.draft_backlog) matched. The bound alone does not grow while the request waits: a request whose first
+    judgement found none of 4 matched (a text's first output tokens are its hardest) was never judged again."""
+    policy = cpu_like(0.9)
+    for t in range(1, policy.judge_after + 1):
+        policy.decide(judged_batch(t, ("r0",)))
+    shadow = tuple(ShadowOutcome("r0", 4, 1, 0) for _ in range(4))
+    policy.observe(replace(stats([0], [0], 0.03), shadow=shadow, plain=True))
+    view = judged_batch(policy.judge_after + 1, ("r0",))
+    due = []
+    for step in range(12):
+        v = emitted(view, step)
+        d = policy.decide(replace(v, requests=tuple(replace(r, draft_backlog=backlog) for r in v.requests)))
+        due += [step] * bool(d.judge)
+    assert due == judged_again
