@@ -33,8 +33,8 @@ def judged_back_off(self: MoeServePolicy, stats: StepStats) -> None:
     judged again `judge_after` steps on, its back-off reset, as a whole hit resets a drafted request's rests: the
     doubling is for drafts that keep failing. Without it, prose requests whose first one or two judged tokens were
     rejected (the first output tokens are the hardest) and whose next judgement matched 2 of 2 rested 4 steps more
-    before the judgement that let them speculate (CPU engine, moe-fine x48, batch 1: 12-15 steps for 32 tokens
-    against 8-10 for the others, bench/results/judge-root-s68)."""
+    before the judgement that let them speculate (CPU engine, moe-fine x48, batch 1: 11-15 steps for 32 tokens
+    against 8-11 for the others, bench/results/judge-root-s68/run2-first1-prose)."""
     for rid in {s.request_id for s in stats.shadow if s.request_id not in self._depth}:
         if self._hit.get(rid) and rid in self._judged:
             self._idle[rid], self._interval[rid] = 0, self.judge_after
