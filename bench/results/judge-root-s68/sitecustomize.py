@@ -1,0 +1,74 @@
+"""Scratch (68th session), loaded in every process of a bench run (cp to DIR/sitecustomize.py, PYTHONPATH=DIR:.):
+registers the policies "moe-serve-j2", moe-serve with its first judgement after 2 emitted tokens (judge_after=2, the
+interval between judgements unchanged) as before this session's FIRST_JUDGE_BESIDE = 1, and "moe-serve-nr", moe-serve
+without this session's reset of the judging back-off after a whole judged chain (moe_serve_observe.judged_back_off),
+and "moe-serve-nb", moe-serve whose judgements due again are weighed at the bound on what the request measured alone
+(as before this session's AcceptanceTracker.if_matched in moe_serve_probe.rejudging_could_pay), so that one
+bench.policies run measures them interleaved on the same engines (run.py adds the variants)."""
+
+from service.policy import base
+
+base._POLICIES["moe-serve-j2"] = "service.policy.moe_serve_j2_scratch:JudgedAfterTwo"
+base._POLICIES["moe-serve-nr"] = "service.policy.moe_serve_j2_scratch:NoBackOffReset"
+base._POLICIES["moe-serve-nb"] = "service.policy.moe_serve_j2_scratch:BoundAlone"
+
+
+def _module():
+    import sys
+    import types
+
+    from service.policy.moe_serve import MoeServePolicy
+
+    class JudgedAfterTwo(MoeServePolicy):
+        def __init__(self, **params):
+            super().__init__(**{"judge_after": 2, **params})
+
+    class NoBackOffReset(MoeServePolicy):
+        def observe(self, stats):
+            kept = (dict(self._idle), dict(self._interval))
+            super().observe(stats)  # judged_back_off is the only writer of these in observe
+            self._idle, self._interval = kept
+
+    class BoundAlone(MoeServePolicy):
+        def _rejudging_could_pay(self, i, probs, caps, batch):
+            from service.policy.moe_serve_probe import _upper
+            from service.policy.slo import step_time_cap
+
+            rid = batch.requests[i].request_id
+            n = self.accept.observed(rid)
+            trial = list(probs)
+            trial[i] = [_upper(p, n) for p in self.accept.get(rid)]
+            return self.allocate(trial, caps, step_time_cap(batch), drafting=True, layout=batch)[i] > 0
+
+    module = types.ModuleType("service.policy.moe_serve_j2_scratch")
+    module.JudgedAfterTwo = JudgedAfterTwo
+    module.NoBackOffReset = NoBackOffReset
+    module.BoundAlone = BoundAlone
+    sys.modules[module.__name__] = module
+
+
+class _Finder:
+    """Builds the scratch module on its first import (service.policy.moe_serve is importable only then)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "service.policy.moe_serve_j2_scratch":
+            return None
+        _module()
+        import importlib.util
+
+        return importlib.util.spec_from_loader(name, _Loader())
+
+
+class _Loader:
+    def create_module(self, spec):
+        import sys
+
+        return sys.modules[spec.name]
+
+    def exec_module(self, module):
+        pass
+
+
+import sys  # noqa: E402
+
+sys.meta_path.insert(0, _Finder())
