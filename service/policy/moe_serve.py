@@ -73,21 +73,20 @@
            speculating at the hoped-for acceptance could save over its remaining tokens; the first judgements due in a
            step run together or rest until the back-off interval comes round; `judge_gate` off: judged once due), the
            outcomes come back as StepStats.shadow and set its own acceptance, and while it stays at K = 0 it is judged
-           again after `judge_after` steps, then after twice as many each time (after `judge_after` again where a
-           judgement was accepted to its end, judged_back_off), where speculating could pay at an optimistic bound on
-           what it measured or were the tokens since all matched (`rejudging_could_pay`) (a judgement costs ~0.3 of
-           a plain step at batch 1; at the probes' 16 steps a prose request whose first 4 tokens matched the draft
-           half the time waited half its 32 tokens before the judgement that found 0.9). One that falls from
-           speculating to K = 0 is judged again at its second step there (`rejudge_after`): after one
-           rejected draft (p ~0.95 -> ~0.67, a tie with K = 0) prose requests rested 4 plain steps before the judgement
-           that brought them back (bench/results/gate-reuse-s50/prices-after.jsonl). With `judged_first` it does
-           not speculate before its first judgement, for the reason given for drafts in hand (in a scratch cell, the
-           second code request at batch 1 speculated at once on the acceptance the first one's judgement left, at
-           K = 1-4 for its 15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A judgement costs
-           one draft forward over what the draft cache lacks (which it then holds, so speculation that follows has no
-           catch-up) and no verify: in the CPU engine's STANDALONE cells a probe (3 drafts verified, the catch-up)
-           cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine x48: every request probed once and never
-           speculated after, 1.10-1.13x of none's TPOT).
+           again after `judge_after` steps, then twice as many each time (reset by a whole hit, judged_back_off), where
+           speculating could pay at an optimistic bound on what it measured or were the tokens since all matched
+           (`rejudging_could_pay`) (a judgement costs ~0.3 of a plain step at batch 1; at the probes' 16 steps a prose
+           request whose first 4 tokens matched the draft half the time waited half its 32 tokens before the judgement
+           that found 0.9). One that falls from speculating to K = 0 is judged again at its second step there
+           (`rejudge_after`): after one rejected draft (p ~0.95 -> ~0.67, a tie with K = 0) prose requests rested 4
+           plain steps before the judgement that brought them back (bench/results/gate-reuse-s50/prices-after.jsonl).
+           With `judged_first` it does not speculate before its first judgement, for the reason given for drafts in hand
+           (in a scratch cell, the second code request at batch 1 speculated at once on the acceptance the first one's
+           judgement left, at K = 1-4 for its 15 steps, 1.17x of none's TPOT where the judged ones read 0.91-0.97x). A
+           judgement costs one draft forward over what the draft cache lacks (which it then holds, so speculation that
+           follows has no catch-up) and no verify: in the CPU engine's STANDALONE cells a probe (3 drafts verified, the
+           catch-up) cost ~10 % of a 32-token request's TPOT (scratch cell, moe-fine x48: every request probed once and
+           never speculated after, 1.10-1.13x of none's TPOT).
   scouting first judgements that do not pay together are a bet priced at the hoped-for rate, where what they buy is
            information: at batch 8 a wave's judgement (8 contexts caught up) costs about what drafts hoped at 0.8 would
            save, so small changes in the calibrated prices decided whether prose, whose drafts then proved 0.9-0.99,

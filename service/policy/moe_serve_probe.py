@@ -194,21 +194,14 @@ def rejudging_could_pay(
     self: MoeServePolicy, i: int, probs: list[list[float]], caps: list[int], batch: BatchView
 ) -> bool:
     """Whether judging request `i` again (it was judged, it is at K = 0) could change the decision: the allocation is
-    asked with the request's acceptance at an optimistic bound on what it measured (`_upper`, per position, n = its
-    first drafts' outcomes, capped at the tracker's trust, so the bound stays loose), or as it would read were every
-    token the judgement would judge (those the draft cache lacks, RequestView.draft_backlog) matched, replayed as chains
-    of the batch's deepest draft (AcceptanceTracker.if_matched), whichever is higher. If even then it would not
-    speculate, a judgement only costs: in the CPU engine's STANDALONE cells (moe-fine x48) 5-6 ms at batch 1 and 10-13
-    ms for 8 requests each, up to 3 per 32-token request, for requests whose first judgement found 3-7 of 15-20
-    positions matching and that never speculated (1.05-1.08x of none's TPOT where a static K = 0 read 1.01-1.05x). The
-    bound alone does not grow while a request waits, so where it said no once it said no to the end: prose requests
-    whose first two judged tokens were rejected (p ~0.2 on 2 outcomes from a prior of 0.9; a text's first output tokens
-    are its hardest) ran all 31 of their tokens plain, where those judged again went on to speculate (CPU engine,
-    moe-fine x48, batch 1, bench/results/judge-root-s68/run4-reset). The batch may change (fewer requests, other
-    acceptance), so the bound is asked anew each time the back-off interval comes round."""
+    asked with its acceptance at the higher of an optimistic bound on what it measured (`_upper`) and what it would read
+    were every token the judgement would judge (those its draft cache lacks, RequestView.draft_backlog) matched
+    (AcceptanceTracker.if_matched, chains of the batch's deepest draft). Else a judgement only costs (5-6 ms at batch 1
+    on moe-fine x48; requests that never speculated read 1.05-1.08x of none's TPOT, 1.01-1.05x at K = 0). The bound
+    alone does not grow while a request waits: prose requests whose first two judged tokens were rejected (p ~0.2 from a
+    prior of 0.9) ran all 31 tokens plain where those judged again speculated (judge-root-s68/run4-reset)."""
     r = batch.requests[i]
-    n = self.accept.observed(r.request_id)
-    bound = [_upper(p, n) for p in self.accept.get(r.request_id)]
+    bound = [_upper(p, self.accept.observed(r.request_id)) for p in self.accept.get(r.request_id)]
     matched = self.accept.if_matched(r.request_id, r.draft_backlog, max(min(self.k_max, batch.max_k), 1))
     trial = list(probs)
     trial[i] = [max(a, b) for a, b in zip(bound, matched, strict=True)]
