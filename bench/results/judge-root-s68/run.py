@@ -15,6 +15,6 @@ if os.environ.get("STEP_LOG"):
 
 policies.HINTED = (
     *policies.HINTED,
-    *(policies.Variant(n, {"policy": n}) for n in ("moe-serve-j2", "moe-serve-nr", "moe-serve-nb")),
+    *(policies.Variant(n, {"policy": n}) for n in ("moe-serve-j2", "moe-serve-nr", "moe-serve-nb", "moe-serve-pw")),
 )
 sys.exit(policies.main(sys.argv[1:]))

@@ -3,7 +3,8 @@ registers the policies "moe-serve-j2", moe-serve with its first judgement after 
 interval between judgements unchanged) as before this session's FIRST_JUDGE_BESIDE = 1, and "moe-serve-nr", moe-serve
 without this session's reset of the judging back-off after a whole judged chain (moe_serve_observe.judged_back_off),
 and "moe-serve-nb", moe-serve whose judgements due again are weighed at the bound on what the request measured alone
-(as before this session's AcceptanceTracker.if_matched in moe_serve_probe.rejudging_could_pay), so that one
+(as before this session's AcceptanceTracker.if_matched in moe_serve_probe.rejudging_could_pay), and "moe-serve-pw",
+moe-serve whose requests' own acceptance weighs the prior as 2 outcomes instead of half of one, so that one
 bench.policies run measures them interleaved on the same engines (run.py adds the variants)."""
 
 from service.policy import base
@@ -11,6 +12,7 @@ from service.policy import base
 base._POLICIES["moe-serve-j2"] = "service.policy.moe_serve_j2_scratch:JudgedAfterTwo"
 base._POLICIES["moe-serve-nr"] = "service.policy.moe_serve_j2_scratch:NoBackOffReset"
 base._POLICIES["moe-serve-nb"] = "service.policy.moe_serve_j2_scratch:BoundAlone"
+base._POLICIES["moe-serve-pw"] = "service.policy.moe_serve_j2_scratch:PriorTwo"
 
 
 def _module():
@@ -40,10 +42,32 @@ def _module():
             trial[i] = [_upper(p, n) for p in self.accept.get(rid)]
             return self.allocate(trial, caps, step_time_cap(batch), drafting=True, layout=batch)[i] > 0
 
+    from service.policy.acceptance import AcceptanceTracker, _Estimate
+
+    class EstimatePW(_Estimate):
+        def add(self, i, outcome, alpha, trust):  # the prior counts as 2 outcomes, not half of one
+            self._blended = None
+            weight = max(alpha, 1.0 / (self.seen[i] + 3.0))
+            self.ema[i] += weight * (outcome - self.ema[i])
+            self.seen[i] = min(self.seen[i] + 1.0, trust)
+
+    class TrackerPW(AcceptanceTracker):
+        def _estimate(self, request_id):
+            est = self._per_request.get(request_id)
+            if est is None:
+                est = self._per_request[request_id] = EstimatePW(list(self.prior))
+            return est
+
+    class PriorTwo(MoeServePolicy):
+        def __init__(self, **params):
+            super().__init__(**params)
+            self.accept.__class__ = TrackerPW
+
     module = types.ModuleType("service.policy.moe_serve_j2_scratch")
     module.JudgedAfterTwo = JudgedAfterTwo
     module.NoBackOffReset = NoBackOffReset
     module.BoundAlone = BoundAlone
+    module.PriorTwo = PriorTwo
     sys.modules[module.__name__] = module
 
 
