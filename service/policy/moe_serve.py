@@ -181,6 +181,7 @@ class MoeServePolicy:
         refit_every: int = 16,
         acceptance_prior: float = 0.5,
         acceptance_alpha: float = 0.3,
+        acceptance_prior_weight: float = 2.0,
         judged_first: bool = True,
         warm_up: bool = True,
         probe_hope: float = 0.8,
@@ -201,8 +202,7 @@ class MoeServePolicy:
         ):
             raise ValueError(
                 "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, "
-                "probe_steps >= 1, probe_k >= 1, 0 < probe_hope <= 1, judge_after >= 1, rejudge_after >= 1, "
-                "max_rest >= 0"
+                "probe_steps, probe_k >= 1, 0 < probe_hope <= 1, judge_after, rejudge_after >= 1, max_rest >= 0"
             )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
@@ -210,8 +210,10 @@ class MoeServePolicy:
         self.k_max, self.expert_budget = k_max, expert_budget
         self.model = StepTimeModel(self.shape, prior)
         # a request's own acceptance weighs its recent outcomes (`acceptance_alpha`, an EMA once its first outcomes
-        # are in): a text turns predictable partway through
-        self.accept = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior, alpha=acceptance_alpha)
+        # are in, a mean before with the prior as `acceptance_prior_weight` of them): texts turn predictable partway
+        self.accept = AcceptanceTracker(
+            max(k_max, 1), prior=acceptance_prior, alpha=acceptance_alpha, prior_weight=acceptance_prior_weight
+        )
         # acceptance by the depth of the draft in hand (engines that plan after drafting), learnt across requests:
         # how far the drafter's match reaches predicts acceptance better than the request's past
         self.by_depth = AcceptanceTracker(max(k_max, 1), prior=acceptance_prior)
@@ -274,13 +276,11 @@ class MoeServePolicy:
                 self._depth[r.request_id] = r.draft_depth
                 probs.append(self._drafted_probs(r.request_id, r.draft_depth))
                 caps.append(life_cap(min(k_cap, r.draft_depth), r))
-        # nothing to draft (no NGRAM match, every request capped), or no draft that could be accepted (every request
-        # unjudged, or judged at p = 0): no pricing needed. A draft accepted with probability 0 only adds time, though
-        # calibrated prices can put a one-draft step at a plain one's (StepTimeModel._plain_price): the two are
-        # calibrated on different steps (in a STANDALONE code cell on the CPU engine, moe-fine x48 at batch 1, plain
-        # steps were priced 26.4 ms after a burst of load, for 22-23 ms measured once it had passed); and pricing every
-        # K took ~0.06 ms of the 0.066 ms decide() of an unjudged request at batch 1 (scratch timing of decide() alone,
-        # best of 5)
+        # nothing to draft (no NGRAM match, every request capped) or no draft that could be accepted (every request
+        # unjudged, or judged at p = 0): no pricing. A p = 0 draft only adds time, but calibrated prices can put a
+        # one-draft step at a plain one's (StepTimeModel._plain_price; STANDALONE code, moe-fine x48, batch 1: plain
+        # steps priced 26.4 ms after a burst of load, 22-23 ms measured after it), and pricing every K took ~0.06 ms
+        # of an unjudged batch-1 request's 0.066 ms decide() (scratch timing of decide() alone, best of 5)
         chosen = [0] * len(caps)
         if any(c > 0 and p[0] > 0.0 for p, c in zip(probs, caps, strict=True)):
             chosen = self.allocate(probs, caps, step_time_cap(batch), drafting=True, layout=batch)

@@ -203,17 +203,25 @@ def test_every_new_request_probes_once_however_the_earlier_ones_did():
 def test_new_requests_keep_drafting_where_some_drafts_pay():
     """A workload where every fourth request's drafts are all accepted (cost model = the prior): every arrival
     drafts at its first step (a probe, or the learnt prior), the good ones then speculate to the end and the others
-    fall back to K = 0 after one step."""
-    policy = MoeServePolicy(
-        num_experts=64, top_k=8, num_layers=16, acceptance_prior=0.5, refit_every=10_000, warm_up=False
-    )
-    per_request = arrivals(policy, 20, lambda j: 7 if j % 4 == 0 else 0)
-    assert all(ks[0] > 0 for ks in per_request), per_request
-    for j, ks in enumerate(per_request):
-        if j % 4 == 0:
-            assert min(ks) > 0 and ks[-1] == 7, (j, ks)
-        else:
-            assert sum(ks[1:]) == 0, (j, ks)
+    fall back to K = 0 after one step, or after one more one-draft step where the prior counts as 2 outcomes in a
+    request's own estimate (moe-serve's default: one rejected draft leaves p at 2/3 of the prior, not 1/3)."""
+    for weight, second in ((0.5, 0), (2.0, 1)):
+        policy = MoeServePolicy(
+            num_experts=64,
+            top_k=8,
+            num_layers=16,
+            acceptance_prior=0.5,
+            acceptance_prior_weight=weight,
+            refit_every=10_000,
+            warm_up=False,
+        )
+        per_request = arrivals(policy, 20, lambda j: 7 if j % 4 == 0 else 0)
+        assert all(ks[0] > 0 for ks in per_request), per_request
+        for j, ks in enumerate(per_request):
+            if j % 4 == 0:
+                assert min(ks) > 0 and ks[-1] == 7, (j, ks)
+            else:
+                assert ks[1] <= second and sum(ks[2:]) == 0, (j, ks)
 
 
 def drafted(n, depth, prefix="r"):
@@ -1239,6 +1247,41 @@ def test_acceptance_if_matched_reads_as_the_judged_chains_would_leave_it(tokens,
     for run in chains:
         tracker.update("r", run, run)
     assert hoped == pytest.approx(tracker.get("r"))
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5, 2.0])
+def test_the_prior_counts_as_prior_weight_outcomes_in_a_requests_own_estimate(weight):
+    """AcceptanceTracker's prior_weight: a new request's first outcome moves its estimate by 1 / (1 + weight) of the
+    way from the batch-wide prior; moe-serve passes `acceptance_prior_weight` to its tracker."""
+    tracker = AcceptanceTracker(4, prior=0.6, alpha=0.1, prior_weight=weight)
+    tracker.update("r", 1, 0)
+    assert tracker.get("r")[0] == pytest.approx(0.6 * weight / (1 + weight))
+    assert MoeServePolicy(acceptance_prior_weight=weight).accept.prior_weight == weight
+    with pytest.raises(ValueError, match="prior_weight"):
+        AcceptanceTracker(4, prior_weight=-1.0)
+
+
+@pytest.mark.parametrize(("weight", "judged_at"), [(0.5, 11), (2.0, 3)])
+def test_how_soon_a_request_whose_first_two_judged_tokens_were_rejected_is_judged_again(weight, judged_at):
+    """A request whose first judgement found its first two output tokens rejected (prose on the CPU engine,
+    STANDALONE, moe-fine x48, batch 1: a text's first output tokens are its draft's hardest) under a batch-wide
+    prior of 0.7: with the prior counting as half an outcome its estimate falls to 0.14 and the judgement due at
+    its next due step cannot pay, even were the tokens since all matched; the next one came 8 steps later (in the
+    engine's step log such requests were judged again 14 steps on, then found their drafts accepted whole). At 2
+    outcomes (moe-serve's default, acceptance_prior_weight) it reads 0.33 and is judged at the next due step."""
+    policy = cpu_like(0.7)
+    policy.accept = AcceptanceTracker(policy.k_max, prior=0.7, alpha=0.3, prior_weight=weight)
+    for t in range(1, policy.judge_after + 1):
+        policy.decide(judged_batch(t, ("r0",)))
+    shadow = (ShadowOutcome("r0", 4, 1, 0),) * 2
+    policy.observe(replace(stats([0], [0], 0.03), shadow=shadow, plain=True))
+    view = judged_batch(policy.judge_after + 1, ("r0",))
+    due = []
+    for step in range(12):
+        v = emitted(view, step)
+        d = policy.decide(replace(v, requests=tuple(replace(r, draft_backlog=step + 1) for r in v.requests)))
+        due += [step] * bool(d.judge)
+    assert due[:1] == [judged_at]
 
 
 @pytest.mark.parametrize(("backlog", "judged_again"), [(0, []), (8, []), (16, [3, 11])])

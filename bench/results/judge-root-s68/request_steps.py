@@ -1,6 +1,8 @@
 """Scratch (68th session): each batch-1 request of a step log (run.py's STEP_LOG) in time order: steps, K and drafts
 accepted per step, wall ms, and the judgements' outcomes ([judged, accepted] per chain) of its first steps that had
-any; a line `--- gap` where the engine idled over 0.5 s between requests.
+any; a line `--- gap` where the engine idled over 0.5 s between requests. From run 7 on (both drafter engines in one
+step log) each line starts with the engine: SA where a step of the request ran a judgement or a draft forward of over
+1 ms (the draft model), else NG (NGRAM, or a STANDALONE request that never judged nor drafted).
 usage: python request_steps.py STEPS.jsonl.gz"""
 
 import gzip
@@ -22,4 +24,5 @@ for rid, steps in reqs.items():
     accepted = "".join(str(s["accepted"][0]) for s in steps)
     judged = [s["shadow"] for s in steps if s["shadow"]][:4]
     wall = round((steps[-1]["end"] - steps[0]["start"]) * 1e3)
-    print(f"{rid[:6]} {len(steps):3d} {ks:32s} {accepted:32s} {wall:5d} {judged}")
+    sa = any(s["judge_ms"] > 0 or s["judge_beside_ms"] > 0 or (s["k"][0] > 0 and s["draft_ms"] > 1.0) for s in steps)
+    print(f"{'SA' if sa else 'NG'} {rid[:6]} {len(steps):3d} {ks:32s} {accepted:32s} {wall:5d} {judged}")
