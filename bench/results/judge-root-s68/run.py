@@ -15,6 +15,9 @@ if os.environ.get("STEP_LOG"):
 
 policies.HINTED = (
     *policies.HINTED,
-    *(policies.Variant(n, {"policy": n}) for n in ("moe-serve-j2", "moe-serve-nr", "moe-serve-nb", "moe-serve-pw")),
+    *(
+        policies.Variant(n, {"policy": n})
+        for n in ("moe-serve-j2", "moe-serve-nr", "moe-serve-nb", "moe-serve-pw", "moe-serve-nd")
+    ),
 )
 sys.exit(policies.main(sys.argv[1:]))

@@ -4,7 +4,9 @@ interval between judgements unchanged) as before this session's FIRST_JUDGE_BESI
 without this session's reset of the judging back-off after a whole judged chain (moe_serve_observe.judged_back_off),
 and "moe-serve-nb", moe-serve whose judgements due again are weighed at the bound on what the request measured alone
 (as before this session's AcceptanceTracker.if_matched in moe_serve_probe.rejudging_could_pay), and "moe-serve-pw",
-moe-serve whose requests' own acceptance weighs the prior as 2 outcomes instead of half of one, so that one
+moe-serve whose requests' own acceptance weighs the prior as 2 outcomes instead of half of one (landed in the
+sixty-ninth session: from then on moe-serve itself), and "moe-serve-nd" (69th), moe-serve whose judgements due
+again and declined by rejudging_could_pay leave the judging interval as it was (judge_due doubled it), so that one
 bench.policies run measures them interleaved on the same engines (run.py adds the variants)."""
 
 from service.policy import base
@@ -13,6 +15,7 @@ base._POLICIES["moe-serve-j2"] = "service.policy.moe_serve_j2_scratch:JudgedAfte
 base._POLICIES["moe-serve-nr"] = "service.policy.moe_serve_j2_scratch:NoBackOffReset"
 base._POLICIES["moe-serve-nb"] = "service.policy.moe_serve_j2_scratch:BoundAlone"
 base._POLICIES["moe-serve-pw"] = "service.policy.moe_serve_j2_scratch:PriorTwo"
+base._POLICIES["moe-serve-nd"] = "service.policy.moe_serve_j2_scratch:NoDoubleOnDecline"
 
 
 def _module():
@@ -63,11 +66,20 @@ def _module():
             super().__init__(**params)
             self.accept.__class__ = TrackerPW
 
+    class NoDoubleOnDecline(MoeServePolicy):
+        def _rejudging_could_pay(self, i, probs, caps, batch):  # a declined judgement leaves the interval undoubled
+            ok = super()._rejudging_could_pay(i, probs, caps, batch)
+            if not ok:
+                rid = batch.requests[i].request_id
+                self._interval[rid] = max(self._interval[rid] // 2, self.judge_after)
+            return ok
+
     module = types.ModuleType("service.policy.moe_serve_j2_scratch")
     module.JudgedAfterTwo = JudgedAfterTwo
     module.NoBackOffReset = NoBackOffReset
     module.BoundAlone = BoundAlone
     module.PriorTwo = PriorTwo
+    module.NoDoubleOnDecline = NoDoubleOnDecline
     sys.modules[module.__name__] = module
 
 
