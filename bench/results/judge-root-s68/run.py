@@ -17,7 +17,17 @@ policies.HINTED = (
     *policies.HINTED,
     *(
         policies.Variant(n, {"policy": n})
-        for n in ("moe-serve-j2", "moe-serve-nr", "moe-serve-nb", "moe-serve-pw", "moe-serve-nd", "moe-serve-jr")
+        for n in (
+            "moe-serve-j2",
+            "moe-serve-nr",
+            "moe-serve-nb",
+            "moe-serve-pw",
+            "moe-serve-nd",
+            "moe-serve-jr",
+            "scripted-judge",
+            "scripted-plain",
+            "moe-serve-log",
+        )
     ),
 )
 sys.exit(policies.main(sys.argv[1:]))

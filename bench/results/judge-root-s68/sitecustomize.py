@@ -7,7 +7,10 @@ and "moe-serve-nb", moe-serve whose judgements due again are weighed at the boun
 moe-serve whose requests' own acceptance weighs the prior as 2 outcomes instead of half of one (landed in the
 sixty-ninth session: from then on moe-serve itself), and "moe-serve-nd" (69th), moe-serve whose judgements due
 again and declined by rejudging_could_pay leave the judging interval as it was (judge_due doubled it), and
-"moe-serve-jr" (69th), moe-serve whose judgements due again are first weighed together (JointRejudge), so that one
+"moe-serve-jr" (69th), moe-serve whose judgements due again are first weighed together (JointRejudge), and the
+scripted policies "scripted-judge" and "scripted-plain" (69th: K = 0 to a request's 3rd output token, judged at its
+2nd or not, K = 4 after), and "moe-serve-log" (69th: moe-serve writing its batch-1 decisions to $DECIDE_LOG), so
+that one
 bench.policies run measures them interleaved on the same engines (run.py adds the variants)."""
 
 from service.policy import base
@@ -18,6 +21,9 @@ base._POLICIES["moe-serve-nb"] = "service.policy.moe_serve_j2_scratch:BoundAlone
 base._POLICIES["moe-serve-pw"] = "service.policy.moe_serve_j2_scratch:PriorTwo"
 base._POLICIES["moe-serve-nd"] = "service.policy.moe_serve_j2_scratch:NoDoubleOnDecline"
 base._POLICIES["moe-serve-jr"] = "service.policy.moe_serve_j2_scratch:JointRejudge"
+base._POLICIES["scripted-judge"] = "service.policy.moe_serve_j2_scratch:ScriptedJudge"
+base._POLICIES["scripted-plain"] = "service.policy.moe_serve_j2_scratch:ScriptedPlain"
+base._POLICIES["moe-serve-log"] = "service.policy.moe_serve_j2_scratch:DecideLog"
 
 
 def _module():
@@ -105,6 +111,73 @@ def _module():
                 return False
             return super()._rejudging_could_pay(i, probs, caps, batch)
 
+    from service.policy.base import plan
+
+    class ScriptedJudge:
+        """K = 0 for a request's first output tokens, judged (Decision.judge) at its 2nd, K = 4 from its 3rd on: what
+        moe-serve does to a prose request whose first judgement finds its drafts accepted."""
+
+        judged = True
+
+        def __init__(self, **params):
+            self.k = params.get("k", 4)
+
+        def decide(self, batch):
+            ks = [0 if r.tokens_so_far < 3 else self.k for r in batch.requests]
+            judge = frozenset(r.request_id for r in batch.requests if self.judged and r.tokens_so_far == 2)
+            return plan(batch, ks, None, judge if batch.judging else frozenset())
+
+        def trim(self, batch, decision):
+            return decision
+
+        def observe(self, stats):
+            return None
+
+    class ScriptedPlain(ScriptedJudge):
+        """ScriptedJudge without the judgement: its first draft forward catches the draft model up itself."""
+
+        judged = False
+
+    class DecideLog(MoeServePolicy):
+        """moe-serve, each batch-1 decision of a request that has its own acceptance appended to $DECIDE_LOG: tokens so
+        far and left, its p per position, the K chosen, and the predicted step time and J at K = 0..4 (the allocation's
+        objective with its own p)."""
+
+        def decide(self, batch):
+            import json
+            import os
+            import time
+
+            from service.policy.slo import step_time_cap
+
+            d = super().decide(batch)
+            if len(batch.requests) == 1 and os.environ.get("DECIDE_LOG"):
+                r = batch.requests[0]
+                rid = r.request_id
+                if self.accept.observed(rid) > 0:
+                    p = self.accept.get(rid)
+                    chains = self._chains([p], [min(self.k_max, batch.max_k)])
+                    cap = step_time_cap(batch)
+                    rows = []
+                    for k in range(min(self.k_max, batch.max_k) + 1):
+                        over, j = self._objective([k], chains, cap, True, batch)
+                        rows.append([k, round(self._time([k], True, batch, chains) * 1e3, 2), round(j * 1e3, 3)])
+                    rec = {
+                        "t": time.time(),
+                        "rid": rid[:6],
+                        "so_far": r.tokens_so_far,
+                        "left": r.tokens_left,
+                        "backlog": r.draft_backlog,
+                        "p": [round(x, 3) for x in p],
+                        "k": d.requests[0].k,
+                        "judge": bool(d.judge),
+                        "rest": list(d.rest_until),
+                        "t_j": rows,
+                    }
+                    with open(os.environ["DECIDE_LOG"], "a") as f:
+                        f.write(json.dumps(rec) + "\n")
+            return d
+
     module = types.ModuleType("service.policy.moe_serve_j2_scratch")
     module.JudgedAfterTwo = JudgedAfterTwo
     module.NoBackOffReset = NoBackOffReset
@@ -112,6 +185,9 @@ def _module():
     module.PriorTwo = PriorTwo
     module.NoDoubleOnDecline = NoDoubleOnDecline
     module.JointRejudge = JointRejudge
+    module.ScriptedJudge = ScriptedJudge
+    module.ScriptedPlain = ScriptedPlain
+    module.DecideLog = DecideLog
     sys.modules[module.__name__] = module
 
 
