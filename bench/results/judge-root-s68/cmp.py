@@ -16,5 +16,6 @@ for cell in sorted({(r["drafter"], r["prompts"], r["batch"]) for r in rows}):
     each = " ".join(f"{p}={t[(*cell, p)][0]:.2f}[{t[(*cell, p)][1]:.1f},{t[(*cell, p)][2]:.1f}]" for p in policies)
     ratio = t[(*cell, a)][0] / t[(*cell, b)][0]
     print(
-        f"{cell[0]}/{cell[1]}/b{cell[2]} {each}  {a}/{b}={ratio:.3f} {a}/none={t[(*cell, a)][0] / t[(*cell, 'none')][0]:.3f}"
+        f"{cell[0]}/{cell[1]}/b{cell[2]} {each}  {a}/{b}={ratio:.3f} "
+        f"{a}/none={t[(*cell, a)][0] / t[(*cell, 'none')][0]:.3f}"
     )

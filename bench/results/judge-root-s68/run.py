@@ -27,6 +27,7 @@ policies.HINTED = (
             "scripted-judge",
             "scripted-plain",
             "moe-serve-log",
+            "moe-serve-pr",
         )
     ),
 )

@@ -7,10 +7,10 @@ and "moe-serve-nb", moe-serve whose judgements due again are weighed at the boun
 moe-serve whose requests' own acceptance weighs the prior as 2 outcomes instead of half of one (landed in the
 sixty-ninth session: from then on moe-serve itself), and "moe-serve-nd" (69th), moe-serve whose judgements due
 again and declined by rejudging_could_pay leave the judging interval as it was (judge_due doubled it), and
-"moe-serve-jr" (69th), moe-serve whose judgements due again are first weighed together (JointRejudge), and the
+"moe-serve-jr" (69th), moe-serve whose judgements due again are first weighed together (JointRejudge), the
 scripted policies "scripted-judge" and "scripted-plain" (69th: K = 0 to a request's 3rd output token, judged at its
-2nd or not, K = 4 after), and "moe-serve-log" (69th: moe-serve writing its batch-1 decisions to $DECIDE_LOG), so
-that one
+2nd or not, K = 4 after), "moe-serve-log" (69th: moe-serve writing its batch-1 decisions to $DECIDE_LOG) and
+"moe-serve-pr" (69th: moe-serve pricing accepted drafts by the expert reuse of plain steps only), so that one
 bench.policies run measures them interleaved on the same engines (run.py adds the variants)."""
 
 from service.policy import base
@@ -24,6 +24,7 @@ base._POLICIES["moe-serve-jr"] = "service.policy.moe_serve_j2_scratch:JointRejud
 base._POLICIES["scripted-judge"] = "service.policy.moe_serve_j2_scratch:ScriptedJudge"
 base._POLICIES["scripted-plain"] = "service.policy.moe_serve_j2_scratch:ScriptedPlain"
 base._POLICIES["moe-serve-log"] = "service.policy.moe_serve_j2_scratch:DecideLog"
+base._POLICIES["moe-serve-pr"] = "service.policy.moe_serve_j2_scratch:PlainReuse"
 
 
 def _module():
@@ -138,6 +139,18 @@ def _module():
 
         judged = False
 
+    def _cal(model):
+        """The batch-1 bucket's calibration: measured / predicted per (draft steps, mostly accepted) and for plain
+        steps."""
+        from service.policy.cost_model import batch_bucket
+
+        c = model._calibration.get(batch_bucket(1))
+        plain = model._plain_calibration.get(batch_bucket(1))
+        out = {} if c is None else {f"d{d}": round(c.ratio_for(d, 0.9), 3) for d in (1, 2, 3, 4)}
+        out |= {} if c is None else {f"d{d}r": round(c.ratio_for(d, 0.1), 3) for d in (1, 2, 3, 4)}
+        out["plain"] = None if plain is None else round(plain.ratio, 3)
+        return out
+
     class DecideLog(MoeServePolicy):
         """moe-serve, each batch-1 decision of a request that has its own acceptance appended to $DECIDE_LOG: tokens so
         far and left, its p per position, the K chosen, and the predicted step time and J at K = 0..4 (the allocation's
@@ -173,10 +186,24 @@ def _module():
                         "judge": bool(d.judge),
                         "rest": list(d.rest_until),
                         "t_j": rows,
+                        "cal": _cal(self.model),
+                        "own": self._own_memo.get(rid),
+                        "reuse": self._reuse.get(rid),
                     }
                     with open(os.environ["DECIDE_LOG"], "a") as f:
                         f.write(json.dumps(rec) + "\n")
             return d
+
+    class PlainReuse(MoeServePolicy):
+        """moe-serve pricing accepted drafts by the expert reuse of plain steps only (as before the sixty-ninth
+        session's verify.accepted_reuse: the engine measured none on verify steps)."""
+
+        def observe(self, stats):
+            from dataclasses import replace
+
+            if not stats.plain:
+                stats = replace(stats, requests=tuple(replace(r, expert_reuse=None) for r in stats.requests))
+            super().observe(stats)
 
     module = types.ModuleType("service.policy.moe_serve_j2_scratch")
     module.JudgedAfterTwo = JudgedAfterTwo
@@ -188,6 +215,7 @@ def _module():
     module.ScriptedJudge = ScriptedJudge
     module.ScriptedPlain = ScriptedPlain
     module.DecideLog = DecideLog
+    module.PlainReuse = PlainReuse
     sys.modules[module.__name__] = module
 
 

@@ -1,8 +1,8 @@
 """Scratch (69th session): each batch-8 wave of a step log (run.py's STEP_LOG) in time order: its steps, speculative
 steps, wall ms from its first step's start to its last step's end, and the steps' time split summed (the target's
 forwards `verify`, `draft`, `judge` on the step's path, `beside` the judgements run beside it, `other` the rest of
-the steps, `gaps` the time between the steps: the scheduler outside them), with the outcomes judged; with --steps, then each of its steps whose `other` exceeds 0.3 ms or that judged:
-(step, other ms, beside ms, outcomes judged).
+the steps, `gaps` the time between the steps: the scheduler outside them), with the outcomes judged; with --steps,
+then each of its steps whose `other` exceeds 0.3 ms or that judged: (step, other ms, beside ms, outcomes judged).
 usage: python waves.py STEPS.jsonl.gz [--steps]"""
 
 import gzip
