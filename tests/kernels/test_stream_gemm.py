@@ -93,6 +93,41 @@ def test_threads_split_the_moe_op_not_its_result():
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("isa", stream_gemm.supported_isas())
+@pytest.mark.parametrize("bf16", [False, True])
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [[0], [3], [5]],  # three experts of one row: two run whole on a thread each, the third split
+        [[2], [2], [6], [1]],  # two rows on one expert, one on two others
+        [[4]] * 17 + [[0], [1], [7]],  # past the plan's rows on expert 4: not a walk, the rest as above
+    ],
+)
+def test_experts_run_whole_on_two_threads_as_on_one(isa, bf16, ids):
+    """With two threads stream_moe runs the walked experts of an even count whole, one thread each, and splits the
+    products of the rest (an odd one, one past the plan's rows): the bits of one thread, and the reference MoE."""
+    from service.kernels.moe_ref import moe_forward
+
+    g = torch.Generator().manual_seed(len(ids))
+    w13, w2 = torch.randn(8, 2 * 40, 36, generator=g) / 4, torch.randn(8, 36, 40, generator=g) / 4
+    if bf16:
+        w13, w2 = w13.to(torch.bfloat16), w2.to(torch.bfloat16)
+    ids_t = torch.tensor(ids)
+    x, weights = torch.randn(len(ids), 36, generator=g), torch.rand(len(ids), 1, generator=g)
+    kinds = [stream_gemm.KINDS.index("split4")] * stream_gemm.MAX_ROWS
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = stream_gemm.stream_moe(x, w13, w2, ids_t, weights, kinds, kinds, isa)
+        torch.set_num_threads(2)
+        two = stream_gemm.stream_moe(x, w13, w2, ids_t, weights, kinds, kinds, isa)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, two)
+    want = moe_forward(x, w13.float(), w2.float(), ids_t, weights)
+    torch.testing.assert_close(two, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("x", "w", "isa", "message"),
     [

@@ -302,6 +302,35 @@ void stream_product(const float* x, const uint16_t* w, float* y, int64_t m, int6
   stream_walks(x, w, y, m, in, out, kind, kernel);
 }
 
+// act [m, inter] = silu(gate) * up of gate_up [m, 2 * inter] (gate the first half of each row)
+void silu_gate(const float* gate_up, float* act, int64_t m, int64_t inter) {
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < inter; ++i) {
+      const float g = gate_up[r * 2 * inter + i];
+      act[r * inter + i] = g / (1.0f + std::exp(-g)) * gate_up[r * 2 * inter + inter + i];
+    }
+}
+
+// One expert hit's m <= kMaxRows rows through both products as stream walks (kind13, kind2 >= 0, not AMX) on the
+// calling thread: its rows gathered from x, silu(gate) * up, the result to each hit's slot of slot_out. The weights
+// are float32 (w13f, w2f) or bfloat16 (w13h, w2h), the other pair null; the buffers hold m rows each.
+void walk_hit(const float* x, const std::vector<int64_t>& hit, int64_t k, int64_t hidden, int64_t inter, int64_t m,
+              float* rows, float* gate_up, float* act, float* down, float* slot_out, const float* w13f,
+              const float* w2f, const uint16_t* w13h, const uint16_t* w2h, int64_t kind13, int64_t kind2,
+              Kernel kernel, KernelBf16 kernel_bf16) {
+  for (int64_t r = 0; r < m; ++r) std::memcpy(rows + r * hidden, x + (hit[r] / k) * hidden, hidden * sizeof(float));
+  if (w13h)
+    kernel_bf16(rows, w13h, gate_up, static_cast<int>(m), 0, 2 * inter, hidden, 2 * inter, kind13);
+  else
+    kernel(rows, w13f, gate_up, static_cast<int>(m), 0, 2 * inter, hidden, 2 * inter, kind13);
+  silu_gate(gate_up, act, m, inter);
+  if (w2h)
+    kernel_bf16(act, w2h, down, static_cast<int>(m), 0, hidden, inter, hidden, kind2);
+  else
+    kernel(act, w2f, down, static_cast<int>(m), 0, hidden, inter, hidden, kind2);
+  for (int64_t r = 0; r < m; ++r) std::memcpy(slot_out + hit[r] * hidden, down + r * hidden, hidden * sizeof(float));
+}
+
 // The expert forward of stream_moe (below, which says what it computes and why) and of decode_moe.cpp.
 torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, const torch::Tensor& w2,
                              const torch::Tensor& topk_ids, const torch::Tensor& topk_weights, const std::string& isa,
@@ -342,10 +371,61 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
   // as in the tensor path (a std::vector's 16-byte alignment split the kernels' vector loads: x48's layer 4 % slower)
   torch::Tensor rows_t, gate_up_t, act_t, down_t;
   float *rows = nullptr, *gate_up = nullptr, *act = nullptr, *down = nullptr;
+  // Whole experts side by side, one thread's share of them each, where the intra-op threads are more than one and
+  // the hits are walks of at most kMaxRows rows: per thread a whole weight after another in one parallel region per
+  // layer, not every product cut across the threads in a region of its own. Only as many as divide evenly among the
+  // threads (a walk's time is its weight's bytes, whatever its 1-16 rows); the rest below, each product split. Two
+  // threads, 2-core AMD EPYC with AVX2 only, four MoE layers of moe-fine x48's shapes (bfloat16, top-4): 5.30 ->
+  // 4.88 ms at one token, 29.6 -> 28.0 at eight (medians of 24 rounds, bench/results/avx2-threads-s70); one thread
+  // runs the loop below as before. The AMX forms stay below too (walk_hit runs the walks' kernels only).
+  std::vector<int64_t> walked;  // experts run side by side, in id order
+  const int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
+  if (threads > 1) {
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t m = static_cast<int64_t>(slots[e].size());
+      const int64_t kind13 = form_for(kinds13, m), kind2 = form_for(kinds2, m);
+      if (m >= 1 && m <= kMaxRows && kind13 >= 0 && kind2 >= 0 && !is_amx(kind13) && !is_amx(kind2))
+        walked.push_back(e);
+    }
+    walked.resize(walked.size() / threads * threads);
+  }
+  if (!walked.empty()) {
+    std::vector<int64_t> base(walked.size() + 1, 0);  // each walked expert's first row in the buffers
+    for (size_t i = 0; i < walked.size(); ++i) base[i + 1] = base[i] + static_cast<int64_t>(slots[walked[i]].size());
+    rows_t = torch::empty({tokens * k, hidden}, xc.options());
+    gate_up_t = torch::empty({tokens * k, 2 * inter}, xc.options());
+    act_t = torch::empty({tokens * k, inter}, xc.options());
+    down_t = torch::empty({tokens * k, hidden}, xc.options());
+    rows = rows_t.data_ptr<float>(), gate_up = gate_up_t.data_ptr<float>();
+    act = act_t.data_ptr<float>(), down = down_t.data_ptr<float>();
+    for (const int64_t e : walked) {  // the hits' profiler events (their weights' bytes), here on the calling thread
+      RECORD_FUNCTION("moe_serve::stream_moe_expert",
+                      std::vector<c10::IValue>({torch::empty({static_cast<int64_t>(slots[e].size()), hidden},
+                                                             xc.options()),
+                                                w13c[e], w2c[e]}));
+    }
+    at::parallel_for(0, static_cast<int64_t>(walked.size()), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t e = walked[i];
+        const auto& hit = slots[e];
+        const int64_t m = static_cast<int64_t>(hit.size()), b = base[i];
+        walk_hit(xp, hit, k, hidden, inter, m, rows + b * hidden, gate_up + b * 2 * inter, act + b * inter,
+                 down + b * hidden, slot_out, bf16 ? nullptr : w13p + e * 2 * inter * hidden,
+                 bf16 ? nullptr : w2p + e * hidden * inter, bf16 ? w13h + e * 2 * inter * hidden : nullptr,
+                 bf16 ? w2h + e * hidden * inter : nullptr, form_for(kinds13, m), form_for(kinds2, m), kernel,
+                 kernel_bf16);
+      }
+    });
+  }
+  size_t next_walked = 0;
   for (int64_t e = 0; e < experts; ++e) {
     const auto& hit = slots[e];
     const int64_t m = static_cast<int64_t>(hit.size());
     if (m == 0) continue;
+    if (next_walked < walked.size() && walked[next_walked] == e) {
+      ++next_walked;
+      continue;
+    }
     const int64_t kind13 = form_for(kinds13, m), kind2 = form_for(kinds2, m);
     // one profiler event per expert hit with the weights it reads (bench/_profile_trace.py counts their bytes); the
     // inputs are made only while a profiler asks for them
@@ -384,11 +464,7 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
           stream_product(rows + c * hidden, w13p + e * 2 * inter * hidden, gate_up + c * 2 * inter, piece, hidden,
                          2 * inter, kind, kernel);
       }
-      for (int64_t r = 0; r < m; ++r)  // silu(gate) * up
-        for (int64_t i = 0; i < inter; ++i) {
-          const float g = gate_up[r * 2 * inter + i];
-          act[r * inter + i] = g / (1.0f + std::exp(-g)) * gate_up[r * 2 * inter + inter + i];
-        }
+      silu_gate(gate_up, act, m, inter);
       for (int64_t c = 0; c < m; c += tiles ? m : kMaxRows) {
         const int64_t piece = tiles ? m : std::min<int64_t>(kMaxRows, m - c);
         const int64_t kind = tiles ? tiles2 : form_for(kinds2, piece);
