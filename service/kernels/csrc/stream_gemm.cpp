@@ -302,6 +302,17 @@ void stream_product(const float* x, const uint16_t* w, float* y, int64_t m, int6
   stream_walks(x, w, y, m, in, out, kind, kernel);
 }
 
+// The walks whose hits run whole on a thread each at two threads and more (expert_forward): those measured ahead so
+// against each product split across two threads, four MoE layers of moe-fine x48's shapes (bfloat16, top-4).
+// 2-core AMD EPYC with AVX2 only (Zen 3), whole / split at one token and at eight, medians of 6 rounds
+// (bench/results/avx2-threads-s70/walks_across.py): kSplit4 0.78 / 0.83, kSplit8 0.95 / 0.92, kSequentialHw
+// 0.89 / 0.94; kSequential 0.93 / 0.95, the lockstep walks 1.00-1.05 / 0.95-0.98. 2-core AMD EPYC with AVX-512 (Zen
+// 4, one token, sixtieth session, bench/results/openmp-s60/moe_threads.txt): kSequentialHw ahead whole, kLockstep and
+// kSequential behind (12.2-13.9 ms against 11.5-11.7, 7.81-7.95 against 7.48-7.62). Taken: the walks ahead
+// wherever measured (kSequentialHw on both hosts; the split walks, which this host's plans chose at one row, here
+// only); the others stay split.
+inline bool whole_ahead(int64_t kind) { return kind == kSplit4 || kind == kSplit8 || kind == kSequentialHw; }
+
 // act [m, inter] = silu(gate) * up of gate_up [m, 2 * inter] (gate the first half of each row)
 void silu_gate(const float* gate_up, float* act, int64_t m, int64_t inter) {
   for (int64_t r = 0; r < m; ++r)
@@ -311,7 +322,7 @@ void silu_gate(const float* gate_up, float* act, int64_t m, int64_t inter) {
     }
 }
 
-// One expert hit's m <= kMaxRows rows through both products as stream walks (kind13, kind2 >= 0, not AMX) on the
+// One expert hit's m <= kMaxRows rows through both products as stream walks (kind13, kind2: KINDS walks) on the
 // calling thread: its rows gathered from x, silu(gate) * up, the result to each hit's slot of slot_out. The weights
 // are float32 (w13f, w2f) or bfloat16 (w13h, w2h), the other pair null; the buffers hold m rows each.
 void walk_hit(const float* x, const std::vector<int64_t>& hit, int64_t k, int64_t hidden, int64_t inter, int64_t m,
@@ -371,20 +382,27 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
   // as in the tensor path (a std::vector's 16-byte alignment split the kernels' vector loads: x48's layer 4 % slower)
   torch::Tensor rows_t, gate_up_t, act_t, down_t;
   float *rows = nullptr, *gate_up = nullptr, *act = nullptr, *down = nullptr;
+  const auto buffers = [&] {  // at most one hit per (token, slot): sized once per call, at its first walked hit
+    if (rows) return;
+    rows_t = torch::empty({tokens * k, hidden}, xc.options());
+    gate_up_t = torch::empty({tokens * k, 2 * inter}, xc.options());
+    act_t = torch::empty({tokens * k, inter}, xc.options());
+    down_t = torch::empty({tokens * k, hidden}, xc.options());
+    rows = rows_t.data_ptr<float>(), gate_up = gate_up_t.data_ptr<float>();
+    act = act_t.data_ptr<float>(), down = down_t.data_ptr<float>();
+  };
   // Whole experts side by side, one thread's share of them each, where the intra-op threads are more than one and
-  // the hits are walks of at most kMaxRows rows: per thread a whole weight after another in one parallel region per
-  // layer, not every product cut across the threads in a region of its own. Only as many as divide evenly among the
-  // threads (a walk's time is its weight's bytes, whatever its 1-16 rows); the rest below, each product split. Two
-  // threads, 2-core AMD EPYC with AVX2 only, four MoE layers of moe-fine x48's shapes (bfloat16, top-4): 5.30 ->
-  // 4.88 ms at one token, 29.6 -> 28.0 at eight (medians of 24 rounds, bench/results/avx2-threads-s70); one thread
-  // runs the loop below as before. The AMX forms stay below too (walk_hit runs the walks' kernels only).
+  // both products of a hit are walks of at most kMaxRows rows in a form `whole_ahead` takes: per thread a whole
+  // weight after another in one parallel region per layer, not every product cut across the threads in a region of
+  // its own. Only as many as divide evenly among the threads (a walk's time is its weight's bytes, whatever its 1-16
+  // rows); the rest below, each product split. One thread runs the loop below as before.
   std::vector<int64_t> walked;  // experts run side by side, in id order
   const int64_t threads = at::in_parallel_region() ? 1 : at::get_num_threads();
   if (threads > 1) {
     for (int64_t e = 0; e < experts; ++e) {
       const int64_t m = static_cast<int64_t>(slots[e].size());
       const int64_t kind13 = form_for(kinds13, m), kind2 = form_for(kinds2, m);
-      if (m >= 1 && m <= kMaxRows && kind13 >= 0 && kind2 >= 0 && !is_amx(kind13) && !is_amx(kind2))
+      if (m >= 1 && m <= kMaxRows && whole_ahead(kind13) && whole_ahead(kind2))
         walked.push_back(e);
     }
     walked.resize(walked.size() / threads * threads);
@@ -392,12 +410,7 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
   if (!walked.empty()) {
     std::vector<int64_t> base(walked.size() + 1, 0);  // each walked expert's first row in the buffers
     for (size_t i = 0; i < walked.size(); ++i) base[i + 1] = base[i] + static_cast<int64_t>(slots[walked[i]].size());
-    rows_t = torch::empty({tokens * k, hidden}, xc.options());
-    gate_up_t = torch::empty({tokens * k, 2 * inter}, xc.options());
-    act_t = torch::empty({tokens * k, inter}, xc.options());
-    down_t = torch::empty({tokens * k, hidden}, xc.options());
-    rows = rows_t.data_ptr<float>(), gate_up = gate_up_t.data_ptr<float>();
-    act = act_t.data_ptr<float>(), down = down_t.data_ptr<float>();
+    buffers();
     for (const int64_t e : walked) {  // the hits' profiler events (their weights' bytes), here on the calling thread
       RECORD_FUNCTION("moe_serve::stream_moe_expert",
                       std::vector<c10::IValue>({torch::empty({static_cast<int64_t>(slots[e].size()), hidden},
@@ -444,14 +457,7 @@ torch::Tensor expert_forward(const torch::Tensor& x, const torch::Tensor& w13, c
     if ((kind13 >= 0 && kind2 >= 0 && m <= kMaxRows) || chunked || tiles) {
       // both products stream walks: on plain buffers, without a tensor op per hit (at a decode's 1-2 rows per
       // expert those ops cost more than the products of moe-fine's small experts)
-      if (!rows) {  // at most one hit per (token, slot): sized once per call
-        rows_t = torch::empty({tokens * k, hidden}, xc.options());
-        gate_up_t = torch::empty({tokens * k, 2 * inter}, xc.options());
-        act_t = torch::empty({tokens * k, inter}, xc.options());
-        down_t = torch::empty({tokens * k, hidden}, xc.options());
-        rows = rows_t.data_ptr<float>(), gate_up = gate_up_t.data_ptr<float>();
-        act = act_t.data_ptr<float>(), down = down_t.data_ptr<float>();
-      }
+      buffers();
       for (int64_t r = 0; r < m; ++r)
         std::memcpy(rows + r * hidden, xp + (hit[r] / k) * hidden, hidden * sizeof(float));
       for (int64_t c = 0; c < m; c += tiles ? m : kMaxRows) {
