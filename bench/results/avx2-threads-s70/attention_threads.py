@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from service.kernels import stream_gemm
 from service.kernels.decode_attention import decode_attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "kernels"))
 from test_decode_attention import _case, _fresh  # noqa: E402
+from threads import load_library  # noqa: E402 - this folder's script
 
 
 def busy(seconds: float) -> None:
@@ -38,11 +38,7 @@ def per_call_us(case: dict, gap_s: float) -> float:
 
 
 def main() -> None:
-    if len(sys.argv) > 3:
-        torch.ops.load_library(sys.argv[3])
-        stream_gemm._STATE["loaded"] = True
-    else:
-        assert stream_gemm.load(), stream_gemm.error()
+    load_library(sys.argv[3] if len(sys.argv) > 3 else None)
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     cases = {b: _case(b, 4, 4, 64, hidden=256, context=200, seed=b) for b in (1, 8)}
     for case in cases.values():  # the test's rope table holds 64 positions

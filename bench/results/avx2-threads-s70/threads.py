@@ -51,17 +51,18 @@ def moe_step_ms(layers: list, isa: str, kinds: list[int], tokens: int = 1) -> fl
     return statistics.median(times) * 1e3
 
 
-def main() -> None:
-    if len(sys.argv) > 3:
-        torch.ops.load_library(sys.argv[3])
+def load_library(path: str | None) -> None:
+    """The op library: the build at `path` (an A/B of two builds), else the checkout's."""
+    if path:
+        torch.ops.load_library(path)
         stream_gemm._STATE["loaded"] = True
     else:
         assert stream_gemm.load(), stream_gemm.error()
-    isa = stream_gemm.best_isa()
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
-    big = torch.ones(128 << 20)
-    out = torch.empty_like(big)
-    layers = [
+
+
+def expert_layers() -> list[tuple]:
+    """LAYERS MoE layers of random weights: w13, w2 (bfloat16), router, norm."""
+    return [
         (
             torch.randn(EXPERTS, 2 * INTER, HIDDEN).to(torch.bfloat16),
             torch.randn(EXPERTS, HIDDEN, INTER).to(torch.bfloat16),
@@ -70,6 +71,15 @@ def main() -> None:
         )
         for _ in range(LAYERS)
     ]
+
+
+def main() -> None:
+    load_library(sys.argv[3] if len(sys.argv) > 3 else None)
+    isa = stream_gemm.best_isa()
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    big = torch.ones(128 << 20)
+    out = torch.empty_like(big)
+    layers = expert_layers()
     kinds = [stream_gemm.KINDS.index("split4")] * stream_gemm.MAX_ROWS
     rows = []
     for rnd in range(rounds):

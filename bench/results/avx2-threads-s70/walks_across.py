@@ -8,25 +8,16 @@ import sys
 from pathlib import Path
 
 import torch
-from threads import EXPERTS, HIDDEN, INTER, LAYERS, moe_step_ms  # noqa: I001 - this folder's script
+from threads import expert_layers, load_library, moe_step_ms  # noqa: I001 - this folder's script
 
 from service.kernels import stream_gemm
 
 
 def main() -> None:
-    torch.ops.load_library(sys.argv[3])
-    stream_gemm._STATE["loaded"] = True
+    load_library(sys.argv[3])
     isa = stream_gemm.best_isa()
     torch.set_num_threads(2)
-    layers = [
-        (
-            torch.randn(EXPERTS, 2 * INTER, HIDDEN).to(torch.bfloat16),
-            torch.randn(EXPERTS, HIDDEN, INTER).to(torch.bfloat16),
-            torch.randn(EXPERTS, HIDDEN),
-            torch.ones(HIDDEN),
-        )
-        for _ in range(LAYERS)
-    ]
+    layers = expert_layers()
     rows = []
     for rnd in range(int(sys.argv[2])):
         for kind, walk in enumerate(stream_gemm.KINDS):
