@@ -2,7 +2,9 @@
 keys, o product) at moe-fine's shapes (hidden 256, 4 heads of 64, context 200), one vs two threads, batch 1 and 8,
 calls back to back and calls 0.5 ms of Python apart (a step's glue between the ops: the OpenMP worker's spin may run
 out). Median us per call over 400 calls, per round; rounds alternate the thread count.
-usage: PYTHONPATH=. python attention_threads.py OUT.json [rounds] [LIBRARY.so]"""
+usage: PYTHONPATH=. python attention_threads.py OUT.json [rounds] [LIBRARY.so] [QKV_WALK,O_WALK]
+QKV_WALK,O_WALK: the walks of the two products at every row count (KINDS names; default: the op's own forms).
+"""
 
 import json
 import statistics
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from service.kernels import stream_gemm
 from service.kernels.decode_attention import decode_attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "kernels"))
@@ -25,20 +28,24 @@ def busy(seconds: float) -> None:
         pass
 
 
-def per_call_us(case: dict, gap_s: float) -> float:
+def per_call_us(case: dict, gap_s: float, forms: dict) -> float:
     times = []
     for _ in range(400):
         args = _fresh(case)
         if gap_s:
             busy(gap_s)
         start = time.perf_counter()
-        decode_attention(**args)
+        decode_attention(**args, **forms)
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e6
 
 
 def main() -> None:
-    load_library(sys.argv[3] if len(sys.argv) > 3 else None)
+    load_library(sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "-" else None)
+    forms = {}
+    if len(sys.argv) > 4:
+        qkv, o = (stream_gemm.KINDS.index(name) for name in sys.argv[4].split(","))
+        forms = {"kinds_qkv": [qkv] * stream_gemm.MAX_ROWS, "kinds_o": [o] * stream_gemm.MAX_ROWS}
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     cases = {b: _case(b, 4, 4, 64, hidden=256, context=200, seed=b) for b in (1, 8)}
     for case in cases.values():  # the test's rope table holds 64 positions
@@ -55,7 +62,7 @@ def main() -> None:
                             "threads": threads,
                             "batch": batch,
                             "gap_ms": gap * 1e3,
-                            "us": per_call_us(case, gap),
+                            "us": per_call_us(case, gap, forms),
                         }
                     )
     summary = {}
