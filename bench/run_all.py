@@ -61,6 +61,7 @@ COLUMNS = {
         "tpot_speedup",
         "sync_slo_x1",
         "tpot_speedup_sync",
+        "pre_slo_x1",
         "goodput_rps",
     ],
 }
