@@ -27,7 +27,14 @@ after the first prefill, as before, it read 2 and the next wave was prefilled 2 
 Where the last observation was a burst (more than one request), an idle arrival waits until the burst's size is
 reached or the window has passed (the spread of a burst varied from 20 to 80 ms between the benchmark's waves, so
 the last one's says little about the next; much of that spread was the benchmark's client building an HTTP client
-per request until the fifty-fourth session, bench/_load.py). Otherwise (the last arrival was lone, or none was
+per request until the fifty-fourth session, bench/_load.py), and from there on while its requests keep coming, each
+within twice the longest gap between the requests it has brought so far, or 10 ms where 5 % of the last prefill is
+longer, within the window: a burst larger than the last one is not cut at the last one's size. Seen in the trace
+replay (seventy-first session, 2-core AMD EPYC with AVX2, `bench.run_all --only replay`): the Mooncake window's ten
+simultaneous requests, at an engine whose last burst had brought two (the window's two later arrivals, or Azure's
+last), were received until two had come and prefilled in two groups (2 + 8, 4 + 6, 3 + 7, ...) in 29 of the
+synchronous engines' 34 replays (SGLang's overlap loop, `none`, in 1 of 4), the first group's second token waiting
+for the second group's prefill (first intervals of 1.5-5.1 s there). Otherwise (the last arrival was lone, or none was
 observed) it waits only while requests keep coming, each within a quiet gap of `QUIET_SHARE` (5 %) of the engine's
 last prefill after an idle arrival (measured: from the receive that planned it to the next, so planning, forward and
 result), at most the window. Why: a burst after lone requests (the first wave after a benchmark's batch-1 cell, a
@@ -63,6 +70,11 @@ logger = logging.getLogger(__name__)
 TARGET = "sglang.srt.managers.scheduler.Scheduler.ingest_requests"
 POLL_S = 0.0005  # between two receives while a burst is arriving
 QUIET_SHARE = 0.05  # an arrival with no burst before it waits for company this share of the engine's last prefill
+# once as many requests as the last burst have come, receiving goes on while the next comes within TAIL_GAPS times the
+# longest gap between this burst's requests so far, and at least TAIL_MIN_S where QUIET_SHARE of the last prefill is
+# longer (module docstring)
+TAIL_GAPS = 2.0
+TAIL_MIN_S = 0.010
 GATHERED = "arrival gather: prefilling a burst together"  # the engine log's line, once
 
 
@@ -111,20 +123,24 @@ class Gatherer:
             expected, quiet_s = self.last.requests, self.window_s  # after a burst: until as many have come
         else:
             expected, quiet_s = None, min(self.window_s, QUIET_SHARE * self.prefill_s)  # while arrivals keep coming
-        if expected is not None and arrived >= expected or quiet_s < POLL_S:
+        if expected is None and quiet_s < POLL_S:
             burst.received = self.clock()
             return received
-        last_arrival = now
-        while (
-            (expected is None or burst.requests < expected)
-            and self.clock() - last_arrival < quiet_s
-            and self.clock() - burst.start < self.window_s
-        ):
+        last_arrival, longest_gap = now, 0.0
+        while self.clock() - burst.start < self.window_s:
+            if expected is not None and burst.requests >= expected:
+                # as many as the last burst: more may still be on their way (a larger burst), so receive on while
+                # they come as close together as this burst's requests have
+                floor_s = min(TAIL_MIN_S, QUIET_SHARE * self.prefill_s)
+                quiet_s = min(self.window_s, max(floor_s, TAIL_GAPS * longest_gap))
+            if self.clock() - last_arrival >= quiet_s:
+                break
             self.sleep(POLL_S)
             more = original(scheduler, *args, **kwargs)
             if n := _generations(more):
                 burst.requests += n
-                last_arrival = self.clock()
+                arrival = self.clock()
+                longest_gap, last_arrival = max(longest_gap, arrival - last_arrival), arrival
             received.extend(more)
         burst.received = self.clock()
         if burst.requests > 1:

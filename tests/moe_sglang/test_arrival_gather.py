@@ -263,3 +263,32 @@ def test_a_burst_that_trickles_in_over_several_prefills_counts_whole():
     send(scheduler, clock.t, [0.0])
     ingest(gatherer, scheduler)
     assert gatherer.open.requests == 3 and gatherer.open.decoded
+
+
+def test_a_burst_larger_than_the_last_is_received_while_its_requests_keep_coming():
+    """Seen in the trace replay: Mooncake's ten simultaneous requests after a burst of two were received until two had
+    come and prefilled as 2 + 8, 4 + 6, ...; once the last burst's size is reached, receiving goes on while the
+    requests come within twice the longest gap between them so far (or 10 ms), and a burst of the last one's size
+    waits only that long more."""
+    clock = Clock()
+    scheduler, gatherer = Scheduler(clock), Gatherer(250.0, clock=clock, sleep=clock.sleep)
+    assert wave(gatherer, scheduler, 1.0, [0.0, 0.0], prefill_s=1.0) == [2]  # arrived together: nothing to wait for
+    assert gatherer.prefill_s == 0.0  # (a prefill is measured from a receive after it, not in this fake's loop)
+    gatherer.prefill_s = 1.0  # as measured after a 1 s prefill: a 10 ms floor (5 % would be 50 ms)
+    ten = [0.0, 0.0005, 0.0010, 0.0030, 0.0036, 0.0041, 0.0080, 0.0090, 0.0095, 0.0110]
+    assert wave(gatherer, scheduler, 5.0, ten, prefill_s=1.0) == [10]
+    assert gatherer.open.requests == 10
+    # the next burst of ten: its size reached, it waits twice its longest gap (3.9 ms) or the 10 ms floor, not the window
+    scheduler.clock.t = 9.0
+    send(scheduler, 9.0, ten)
+    assert len(ingest(gatherer, scheduler)) == 10
+    assert clock.t - 9.0 == pytest.approx(0.011 + 0.010, abs=2 * POLL_S)
+    scheduler.prefill(1.0)
+    scheduler.finish()
+    # the window still bounds the wait for the last burst's size: three of ten 300 ms after the rest come too late
+    late = [0.0, 0.001, 0.002, 0.003, 0.004, 0.005, 0.006]
+    assert wave(gatherer, scheduler, 13.0, late + [0.3, 0.301, 0.302], prefill_s=1.0) == [7, 3]
+    # after a burst of two, ten whose last three come 80 ms after the first seven (1 ms apart): the tail ends 10 ms
+    # after the seventh, within the window
+    gatherer.open.requests = 2
+    assert wave(gatherer, scheduler, 17.0, late + [0.086, 0.087, 0.088], prefill_s=1.0) == [7, 3]
