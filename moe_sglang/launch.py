@@ -82,6 +82,12 @@ def server_argv(config: EngineConfig) -> list[str]:
         # Without it an idle scheduler busy-polls its sockets and burns a whole core: on a laptop, a CI box or a
         # test session holding engines between tests, that starves everything else.
         argv += ["--sleep-on-idle"]
+        if "--prefill-decode-interval" not in config.extra_args:
+            # SGLang's own option: after a prefill, one decode round before the next prefill. A CPU prefill of a
+            # 220-token prompt takes ~1 s on moe-fine x48; back to back, the second one lands between the first
+            # request's first and second tokens (SGLang's overlap loop streams that first token after the next batch,
+            # so there it lands in TTFT instead). The next arrival waits one decode round for its prefill.
+            argv += ["--prefill-decode-interval", "1"]
     else:
         argv += ["--dtype", config.dtype or "auto"]
         if config.max_total_tokens:
