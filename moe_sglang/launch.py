@@ -82,15 +82,6 @@ def server_argv(config: EngineConfig) -> list[str]:
         # Without it an idle scheduler busy-polls its sockets and burns a whole core: on a laptop, a CI box or a
         # test session holding engines between tests, that starves everything else.
         argv += ["--sleep-on-idle"]
-        synchronous = config.speculation.algorithm != "none" or "--disable-overlap-schedule" in config.extra_args
-        if synchronous and "--prefill-decode-interval" not in config.extra_args:
-            # SGLang's own option, for its synchronous loop (every speculative engine here): after a prefill, one decode
-            # round before the next prefill. A CPU prefill of a 220-token prompt takes ~1 s on moe-fine x48; back to
-            # back, the second one lands between the first request's first and second tokens. The overlap loop streams
-            # that first token after the next batch, so there it lands in TTFT, and the interval would move it into
-            # the TPOT of the requests decoding instead (bench/results/replay-gather-s71). The next arrival waits one
-            # decode round for its prefill.
-            argv += ["--prefill-decode-interval", "1"]
     else:
         argv += ["--dtype", config.dtype or "auto"]
         if config.max_total_tokens:

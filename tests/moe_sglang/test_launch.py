@@ -18,14 +18,6 @@ def test_cpu_defaults_keep_intel_amx_backend_fp32_and_cpu_env():
     assert flag(argv, "--port") == "1234"
     assert "--speculative-algorithm" not in argv
     assert "--sleep-on-idle" in argv, "an idle CPU engine must not spin a core"
-    assert "--prefill-decode-interval" not in argv, "SGLang's overlap loop keeps back-to-back prefills"
-    sync = server_argv(EngineConfig(model_path="/m", device="cpu", extra_args=("--disable-overlap-schedule",)))
-    assert flag(sync, "--prefill-decode-interval") == "1", "the synchronous loop: a decode round between two prefills"
-    spec = server_argv(EngineConfig(model_path="/m", device="cpu", speculation=SpeculationConfig("ngram")))
-    assert flag(spec, "--prefill-decode-interval") == "1"
-    own = ("--disable-overlap-schedule", "--prefill-decode-interval", "0")
-    own_argv = server_argv(EngineConfig(model_path="/m", device="cpu", extra_args=own))
-    assert own_argv.count("--prefill-decode-interval") == 1 and flag(own_argv, "--prefill-decode-interval") == "0"
     env = server_env(config, base={"TORCH_COMPILE_DISABLE": "0"})
     assert env["SGLANG_USE_CPU_ENGINE"] == "1"
     assert env["TORCH_COMPILE_DISABLE"] == "0", "an explicit user setting wins"
