@@ -23,7 +23,7 @@ def record(index: int, ttft_s: float, itl_s: tuple[float, ...], error: str | Non
 
 
 def test_misses_lists_the_requests_over_the_slo_with_their_intervals():
-    from bench.replay import misses
+    from bench._replay_read import misses
 
     stalled = record(0, 0.5, (3.0,) + (0.08,) * 22)  # its first interval holds another request's prefill
     steady = record(1, 3.5, (0.08,) * 23)
@@ -41,7 +41,7 @@ def test_misses_lists_the_requests_over_the_slo_with_their_intervals():
 def test_goals_read_against_none_and_none_sync():
     """The replay goals are reported against the overlap engine ("none") and against the plain engine stepping
     synchronously ("none-sync"); attainment at none-sync's SLO comes from the row's own records."""
-    from bench.replay import aggregate, goals, row
+    from bench._replay_read import aggregate, goals, row
 
     fast = ReplayResult(records=(record(0, 0.5, (0.05,) * 23),), duration_s=2.0, started_unix_s=0.0)
     slow = ReplayResult(records=(record(0, 0.5, (0.12,) * 23),), duration_s=3.5, started_unix_s=0.0)
@@ -80,7 +80,7 @@ def test_an_unknown_policy_is_refused_before_any_engine_starts(capsys):
 def test_a_run_without_goal_rows_prints_an_empty_goals_table():
     """A development run without moe-serve and adaspec (`--policies k0`) has no goal rows: the table is its header."""
     from bench._common import table
-    from bench.replay import goals
+    from bench._replay_read import goals
 
     none = {"drafter": "ngram", "trace": "azure", "policy": "none", "slo_x1": 0.9, "tpot_speedup": 1.0}
     floor = none | {"policy": "k0", "slo_x1": 0.8, "tpot_speedup": 0.9}
@@ -92,7 +92,7 @@ def test_each_repetition_is_judged_against_none_in_that_repetition():
     """A window whose requests decode together gives TPOTs within a few percent of each other: the SLO is none's P90
     in the same repetition, so a host 10 % slower in one repetition moves none and the policy together; attainment
     at the SLO measured before the repetitions is kept as `pre_slo_x1`."""
-    from bench.replay import aggregate, judged
+    from bench._replay_read import aggregate, judged
 
     def window(step_s: float, n: int = 10) -> ReplayResult:
         records = tuple(record(i, 0.5, (step_s * (1 + i / 1e5),) * 23) for i in range(n))
@@ -117,7 +117,7 @@ def test_each_repetition_is_judged_against_none_in_that_repetition():
 
 
 def test_a_repetition_whose_none_has_no_tpot_falls_back_to_the_slo_measured_first():
-    from bench.replay import judged
+    from bench._replay_read import judged
 
     failed = ReplayResult(records=(record(0, 0.5, (0.05,), error="HTTP 500"),), duration_s=1.0, started_unix_s=0.0)
     ok = ReplayResult(records=(record(0, 0.5, (0.05,) * 23),), duration_s=1.0, started_unix_s=0.0)
