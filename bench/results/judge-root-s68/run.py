@@ -28,6 +28,7 @@ policies.HINTED = (
             "scripted-plain",
             "moe-serve-log",
             "moe-serve-pr",
+            "moe-serve-log8",
         )
     ),
 )

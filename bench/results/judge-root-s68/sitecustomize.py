@@ -10,7 +10,8 @@ again and declined by rejudging_could_pay leave the judging interval as it was (
 "moe-serve-jr" (69th), moe-serve whose judgements due again are first weighed together (JointRejudge), the
 scripted policies "scripted-judge" and "scripted-plain" (69th: K = 0 to a request's 3rd output token, judged at its
 2nd or not, K = 4 after), "moe-serve-log" (69th: moe-serve writing its batch-1 decisions to $DECIDE_LOG) and
-"moe-serve-pr" (69th: moe-serve pricing accepted drafts by the expert reuse of plain steps only), so that one
+"moe-serve-pr" (69th: moe-serve pricing accepted drafts by the expert reuse of plain steps only) and "moe-serve-log8"
+(72nd: moe-serve writing its decisions of two or more requests to $DECIDE_LOG), so that one
 bench.policies run measures them interleaved on the same engines (run.py adds the variants)."""
 
 from service.policy import base
@@ -25,6 +26,7 @@ base._POLICIES["scripted-judge"] = "service.policy.moe_serve_j2_scratch:Scripted
 base._POLICIES["scripted-plain"] = "service.policy.moe_serve_j2_scratch:ScriptedPlain"
 base._POLICIES["moe-serve-log"] = "service.policy.moe_serve_j2_scratch:DecideLog"
 base._POLICIES["moe-serve-pr"] = "service.policy.moe_serve_j2_scratch:PlainReuse"
+base._POLICIES["moe-serve-log8"] = "service.policy.moe_serve_j2_scratch:DecideLog8"
 
 
 def _module():
@@ -205,6 +207,54 @@ def _module():
                 stats = replace(stats, requests=tuple(replace(r, expert_reuse=None) for r in stats.requests))
             super().observe(stats)
 
+    class DecideLog8(MoeServePolicy):
+        """moe-serve, each decision of two or more requests appended to $DECIDE_LOG: the requests' tokens so far, p
+        (first four positions) and K chosen, the step time and J predicted for that choice and for K = 0 throughout,
+        whether the batch size's speculative steps were calibrated, and their ratios (draft depth 1-4, mostly
+        accepted or not)."""
+
+        def decide(self, batch):
+            import json
+            import os
+            import time
+
+            from service.policy.cost_model import batch_bucket
+            from service.policy.slo import step_time_cap
+
+            d = super().decide(batch)
+            reqs = batch.requests
+            if len(reqs) > 1 and os.environ.get("DECIDE_LOG"):
+                ks = [x.k for x in d.requests]
+                probs = [self.accept.get(r.request_id) for r in reqs]
+                chains = self._chains(probs, [min(self.k_max, batch.max_k)] * len(reqs))
+                cap = step_time_cap(batch)
+                zero = [0] * len(reqs)
+                c = self.model._calibration.get(batch_bucket(len(reqs)))
+                rec = {
+                    "t": time.time(),
+                    "rids": [r.request_id[:6] for r in reqs],
+                    "so_far": [r.tokens_so_far for r in reqs],
+                    "backlog": [r.draft_backlog for r in reqs],
+                    "p": [[round(x, 3) for x in q[:4]] for q in probs],
+                    "k": ks,
+                    "judge": len(d.judge),
+                    "t_ms": round(self._time(ks, True, batch, chains) * 1e3, 2),
+                    "t0_ms": round(self._time(zero, True, batch, chains) * 1e3, 2),
+                    "j": round(self._objective(ks, chains, cap, True, batch)[1] * 1e3, 3),
+                    "j0": round(self._objective(zero, chains, cap, True, batch)[1] * 1e3, 3),
+                    "calibrated": self.model.calibrated(len(reqs)),
+                    "cal": None
+                    if c is None
+                    else {
+                        f"d{k}{'' if m else 'r'}": round(c.ratio_for(k, 0.9 if m else 0.1), 3)
+                        for k in (1, 2, 3, 4)
+                        for m in (True, False)
+                    },
+                }
+                with open(os.environ["DECIDE_LOG"], "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+            return d
+
     module = types.ModuleType("service.policy.moe_serve_j2_scratch")
     module.JudgedAfterTwo = JudgedAfterTwo
     module.NoBackOffReset = NoBackOffReset
@@ -216,6 +266,7 @@ def _module():
     module.ScriptedPlain = ScriptedPlain
     module.DecideLog = DecideLog
     module.PlainReuse = PlainReuse
+    module.DecideLog8 = DecideLog8
     sys.modules[module.__name__] = module
 
 
