@@ -2,21 +2,11 @@
 the step, plain or not, K and drafts accepted per request, the step's wall ms, target forward, drafting and other
 ms, and the judged outcomes it carried. usage: python b8_spec.py STEPS.jsonl.gz"""
 
-import gzip
-import json
 import sys
 
-with gzip.open(sys.argv[1], "rt") as f:
-    rows = [json.loads(line) for line in f]
-waves: list[dict] = []
-for r in rows:
-    ids = set(r["rids"])
-    if not waves or not ids & waves[-1]["ids"]:
-        waves.append({"ids": set(), "rows": []})
-    waves[-1]["ids"] |= ids
-    waves[-1]["rows"].append(r)
-for w in waves:
-    rs = w["rows"]
+from _waves import rows, waves  # this folder's helper
+
+for rs in waves(rows(sys.argv[1])):
     if max(len(r["rids"]) for r in rs) < 8 or all(r["plain"] for r in rs):
         continue
     print("wave", round((rs[-1]["end"] - rs[0]["start"]) * 1e3), "ms")

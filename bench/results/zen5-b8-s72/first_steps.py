@@ -4,22 +4,15 @@ that position's step over the waves of 31 or more steps, and each wave's wall ms
 usage: python first_steps.py STEPS.jsonl.gz"""
 
 import collections
-import gzip
-import json
 import statistics
 import sys
 
-with gzip.open(sys.argv[1], "rt") as f:
-    rows = [json.loads(line) for line in f]
-waves: list[dict] = []
-for r in rows:
-    ids = set(r["rids"])
-    if not waves or not ids & waves[-1]["ids"]:
-        waves.append({"ids": set(), "rows": []})
-    waves[-1]["ids"] |= ids
-    waves[-1]["rows"].append(r)
+from _waves import rows, waves  # this folder's helper
+
+steps = rows(sys.argv[1])
+all_waves = waves(steps)
 for n in (8, 1):
-    chosen = [w["rows"] for w in waves if max(len(r["rids"]) for r in w["rows"]) == n]
+    chosen = [w for w in all_waves if max(len(r["rids"]) for r in w) == n]
     if not chosen:
         continue
     columns = list(
@@ -30,7 +23,7 @@ for n in (8, 1):
     if columns:
         print("  step ms by position:", " ".join(f"{statistics.median(c):.1f}" for c in columns))
 kinds = collections.defaultdict(list)
-for r in rows:
+for r in steps:
     if len(r["rids"]) == 8:
         kinds[(max(r["k"]), sum(r["k"]))].append(r)
 for (k, drafts), steps in sorted(kinds.items()):

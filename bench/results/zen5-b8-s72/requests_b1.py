@@ -5,15 +5,13 @@ step's end, `gaps` between its steps (the scheduler outside them), the target's 
 beside the forwards, the steps' `other`; then the medians per group.
 usage: python requests_b1.py STEPS.jsonl.gz"""
 
-import gzip
-import json
 import statistics
 import sys
 
-with gzip.open(sys.argv[1], "rt") as f:
-    rows = [json.loads(line) for line in f]
+from _waves import rows  # this folder's helper
+
 reqs: dict[str, list[dict]] = {}
-for r in rows:
+for r in rows(sys.argv[1]):
     if len(r["rids"]) == 1:
         reqs.setdefault(r["rids"][0], []).append(r)
 groups: dict[str, list[dict]] = {"SA": [], "K0": []}
