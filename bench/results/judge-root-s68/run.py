@@ -29,6 +29,7 @@ policies.HINTED = (
             "moe-serve-log",
             "moe-serve-pr",
             "moe-serve-log8",
+            "moe-serve-lp",
         )
     ),
 )

@@ -11,7 +11,9 @@ again and declined by rejudging_could_pay leave the judging interval as it was (
 scripted policies "scripted-judge" and "scripted-plain" (69th: K = 0 to a request's 3rd output token, judged at its
 2nd or not, K = 4 after), "moe-serve-log" (69th: moe-serve writing its batch-1 decisions to $DECIDE_LOG) and
 "moe-serve-pr" (69th: moe-serve pricing accepted drafts by the expert reuse of plain steps only) and "moe-serve-log8"
-(72nd: moe-serve writing its decisions of two or more requests to $DECIDE_LOG), so that one
+(72nd: moe-serve writing its decisions of two or more requests to $DECIDE_LOG), "moe-serve-lp" (72nd: moe-serve
+whose cost model learns nothing from the plain steps of batches with a request in its first five decode steps), so
+that one
 bench.policies run measures them interleaved on the same engines (run.py adds the variants)."""
 
 from service.policy import base
@@ -27,6 +29,7 @@ base._POLICIES["scripted-plain"] = "service.policy.moe_serve_j2_scratch:Scripted
 base._POLICIES["moe-serve-log"] = "service.policy.moe_serve_j2_scratch:DecideLog"
 base._POLICIES["moe-serve-pr"] = "service.policy.moe_serve_j2_scratch:PlainReuse"
 base._POLICIES["moe-serve-log8"] = "service.policy.moe_serve_j2_scratch:DecideLog8"
+base._POLICIES["moe-serve-lp"] = "service.policy.moe_serve_j2_scratch:LatePlain"
 
 
 def _module():
@@ -255,6 +258,27 @@ def _module():
                     f.write(json.dumps(rec) + "\n")
             return d
 
+    class LatePlain(MoeServePolicy):
+        """moe-serve whose cost model is not fed the plain steps of two or more requests where one of them is within
+        its first five decode steps (counted per request from the steps observed): a wave's first decode steps took
+        21 ms falling to ~14.5 by the sixth at batch 8 (zen5-b8-s72 run 5), and where moe-serve speculates from a
+        wave's third step those first two were the only plain steps it priced K = 0 from (run 4)."""
+
+        EARLY = 5
+
+        def observe(self, stats):
+            seen = self.__dict__.setdefault("_decode_steps", {})
+            early = min((seen.get(r.request_id, 0) for r in stats.requests), default=0) < self.EARLY
+            for r in stats.requests:
+                seen[r.request_id] = seen.get(r.request_id, 0) + 1
+            if not (stats.plain and stats.batch_size > 1 and early):
+                return super().observe(stats)
+            self.model.add = lambda *a, **k: None  # this step teaches the cost model nothing
+            try:
+                return super().observe(stats)
+            finally:
+                del self.model.add
+
     module = types.ModuleType("service.policy.moe_serve_j2_scratch")
     module.JudgedAfterTwo = JudgedAfterTwo
     module.NoBackOffReset = NoBackOffReset
@@ -267,6 +291,7 @@ def _module():
     module.DecideLog = DecideLog
     module.PlainReuse = PlainReuse
     module.DecideLog8 = DecideLog8
+    module.LatePlain = LatePlain
     sys.modules[module.__name__] = module
 
 
