@@ -51,9 +51,10 @@ from collections import deque
 from service.policy import cost_variants
 from service.policy.expert_routing import Routing, batch_bucket
 from service.policy.least_squares import fit_nonnegative
-from service.policy.moesd import expected_experts, routing_events
+from service.policy.moesd import routing_events
 from service.policy.step_calibration import Calibration
 from service.policy.step_coefficients import MoeShape, StepCoefficients
+from service.policy.step_pricer import StepPricer
 
 # Speculative steps fitted from which verify_extra (informed by speculative steps only) is the fit's alone; before, it
 # counts in proportion. On the CPU engine (moe-fine x48, STANDALONE, AVX-512) two code verifies alone set it to 4.9 ms a
@@ -103,21 +104,12 @@ class StepTimeModel:
     def experts(self, tokens: float, requests: int, budget: int | None = None, accepted: float | None = None) -> float:
         """Predicted Σ over layers of distinct experts when `requests` requests verify `tokens` tokens in all;
         `accepted`: how many of the drafts are expected accepted (None: not known, the single affinity)."""
-        drafts = max(tokens - requests, 0)
-        routing = self.routing(requests)
-        fresh = requests + drafts * (1.0 - routing.affinity)
-        split = routing.split.fresh_per_draft()
-        if split is None and self._hope:
-            split = (0.0, 1.0 - routing.affinity)
-        if self._fresh_accepted is not None:
-            split = (self._fresh_accepted, 1.0 - routing.affinity if split is None else split[1])
-        if accepted is not None and split is not None:
-            good = min(max(accepted, 0.0), drafts)
-            fresh = requests + good * split[0] + (drafts - good) * split[1]
-        per_layer = expected_experts(fresh, self.shape.num_experts, self.shape.top_k)
-        if budget is not None:
-            per_layer = min(per_layer, float(budget))
-        return self.shape.num_layers * per_layer
+        return StepPricer(self, requests, budget).experts(tokens, accepted)
+
+    def pricer(self, requests: int, budget: int | None = None) -> StepPricer:
+        """Prices of steps of `requests` requests, what they share looked up once (step_pricer.py): for pricing
+        many configurations of one batch at once; valid until the next measured step (`add`) or refit."""
+        return StepPricer(self, requests, budget)
 
     def routing(self, requests: int) -> Routing:
         """Expert reuse for a batch of `requests`: its bucket's, else the nearest smaller bucket's that was
@@ -135,7 +127,7 @@ class StepTimeModel:
     scouting = cost_variants.scouting
 
     def calibrated(self, requests: int) -> bool:
-        """Whether this batch size's bucket prices speculative steps by their own measured ratio (`_scale`)."""
+        """Whether this batch size's bucket prices speculative steps by their own measured ratio (`StepPricer.scale`)."""
         found = self._calibration.get(batch_bucket(requests))
         return found is not None and found.measured
 
@@ -154,16 +146,8 @@ class StepTimeModel:
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
     ) -> float:
         """The target forward: a plain decode when no request verifies a draft (tokens == requests), else a verify;
-        either scaled by its bucket's calibration (`_scale`); a verify never under a plain decode (`_plain_price`)."""
-        raw = self._raw_verify_time(tokens, requests, budget, accepted)
-        price = raw * self._scale(tokens, requests, None, accepted)
-        return price if tokens <= requests else max(price, self._plain_price(requests, budget)[0])
-
-    def _raw_verify_time(self, tokens: int, requests: int, budget: int | None, accepted: float | None) -> float:
-        c = self.coef
-        extra = 0.0 if tokens <= requests else c.verify_extra * requests
-        experts = self.experts(tokens, requests, budget, accepted)
-        return c.verify_fixed + extra + c.per_token * tokens + c.per_expert * experts
+        either scaled by its bucket's calibration (`StepPricer.scale`); a verify never under a plain decode (`_plain_price`)."""
+        return StepPricer(self, requests, budget).verify(tokens, accepted)
 
     def step_time(
         self,
@@ -176,11 +160,9 @@ class StepTimeModel:
         accepted: float | None = None,
     ) -> float:
         """`backlog_tokens`: tokens the draft model must run first to catch up (StepStats.draft_backlog_tokens);
-        `accepted`: drafts expected accepted (`experts`). Scaled by its bucket's calibration (`_scale`); a
+        `accepted`: drafts expected accepted (`experts`). Scaled by its bucket's calibration (`StepPricer.scale`); a
         speculative step never under a plain one (`_plain_price`)."""
-        raw = self._raw_step_time(tokens, requests, draft_steps, draft_tokens, budget, backlog_tokens, accepted)
-        price = raw * self._scale(tokens, requests, draft_steps, accepted)
-        return price if tokens <= requests else max(price, self._plain_price(requests, budget)[1])
+        return StepPricer(self, requests, budget).step(tokens, draft_steps, draft_tokens, backlog_tokens, accepted)
 
     def _plain_price(self, requests: int, budget: int | None) -> tuple[float, float]:
         """The (target forward, step) a plain decode of `requests` is priced at: the floor of a speculative step's
@@ -191,8 +173,9 @@ class StepTimeModel:
         key = (requests, budget)
         found = self._plain_memo.get(key)
         if found is None:
-            scale = self._scale(requests, requests, 0, None)
-            verify = self._raw_verify_time(requests, requests, budget, None)
+            pricer = StepPricer(self, requests, budget)
+            scale = pricer.scale(requests, 0, None)
+            verify = pricer.raw_verify(requests)
             found = self._plain_memo[key] = (verify * scale, (verify + self.other_time(True, requests)) * scale)
         return found
 
@@ -206,28 +189,7 @@ class StepTimeModel:
         backlog_tokens: float,
         accepted: float | None,
     ) -> float:
-        c = self.coef
-        draft = c.per_draft_step * draft_steps + c.per_draft_token * draft_tokens
-        if draft_steps:
-            draft += c.per_backlog_token * backlog_tokens
-        verify = self._raw_verify_time(tokens, requests, budget, accepted)
-        return verify + draft + self.other_time(tokens <= requests, requests)
-
-    def _scale(self, tokens: int, requests: int, draft_steps: int | None, accepted: float | None) -> float:
-        """Measured / predicted for a speculative step of this batch size, draft depth and expected outcome
-        (Calibration.ratio_for), a plain step by its bucket's plain steps' ratio; 1 for an unmeasured bucket. A
-        bucket whose speculative steps are not calibrated yet prices them by its plain steps' ratio where above 1,
-        else by the fit (module docstring, calibration)."""
-        bucket = batch_bucket(requests)
-        found = None if tokens <= requests else self._calibration.get(bucket)
-        if found is not None and found.measured:
-            share = None if accepted is None else accepted / (tokens - requests)
-            return found.ratio_for(draft_steps, share) * self._own_ratio
-        plain = self._plain_calibration.get(bucket)
-        plain_ratio = 1.0 if plain is None else plain.ratio
-        if tokens <= requests:
-            return plain_ratio
-        return (plain_ratio if self._scout else max(plain_ratio, 1.0)) * self._own_ratio
+        return StepPricer(self, requests, budget).raw_step(tokens, draft_steps, draft_tokens, backlog_tokens, accepted)
 
     def judgement_time(self, catch_up_tokens: float) -> float:
         """Seconds of one judging forward (Decision.judge) that catches the draft model up on `catch_up_tokens`

@@ -78,11 +78,12 @@ def allocate(
             if better(ks, key):
                 best_ks, best = ks, key
         return best_ks
+    pricer = model.pricer(len(chains), self.expert_budget)  # every configuration below is of this batch
     if not drafting:
-        ks, key = eliminate(model, self.expert_budget, chains, list(caps), cap_s, drafting, backlogs)
+        ks, key = eliminate(pricer, chains, list(caps), cap_s, drafting, backlogs)
         return ks if better(ks, key) else best_ks
     for depth in range(1, max(caps, default=0) + 1):
-        ks, key = eliminate(model, self.expert_budget, chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs)
+        ks, key = eliminate(pricer, chains, [min(depth, c) for c in caps], cap_s, drafting, backlogs)
         if better(ks, key):
             best_ks, best = ks, key
     return best_ks

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import heapq
 
-from service.policy.cost_model import StepTimeModel
 from service.policy.moe_serve_terms import sort_key
+from service.policy.step_pricer import StepPricer
 
 
 def eliminate(
-    model: StepTimeModel,
-    budget: int | None,
+    pricer: StepPricer,
     chains: list[list[float]],
     ks: list[int],
     cap_s: float,
@@ -22,7 +21,7 @@ def eliminate(
     """From `ks`, drop the tail draft whose request gains least from it while that lowers the objective;
     chains[r][i-1] = Π_{j<=i} p_rj, the tokens request r's i-th draft adds on average. A request whose last
     draft goes also takes its draft backlog (catch-up tokens) off the step; a last pass drops, whole, requests
-    whose backlog costs more than their drafts return."""
+    whose backlog costs more than their drafts return. `pricer`: the cost model's for this batch and expert budget."""
     e = [1.0 + sum(c[:k]) for c, k in zip(chains, ks, strict=True)]  # expected tokens per request
     harmonic = sum(1.0 / x for x in e)
     tokens, drafted, depth = sum(ks) + len(ks), sum(ks), max(ks, default=0)
@@ -32,10 +31,7 @@ def eliminate(
     accepted = sum(e) - len(e)  # drafts expected accepted: verify cost depends on them (expert_routing.SplitAffinity)
 
     def key(tokens: int, drafted: int, harmonic: float, backlog: float, accepted: float) -> tuple[int, float]:
-        if drafting:
-            t = model.step_time(tokens, len(ks), depth, drafted, budget, backlog, accepted)
-        else:
-            t = model.verify_time(tokens, len(ks), budget, accepted)
+        t = pricer.step(tokens, depth, drafted, backlog, accepted) if drafting else pricer.verify(tokens, accepted)
         return sort_key(t, harmonic, len(ks), cap_s)
 
     best = key(tokens, drafted, harmonic, backlog, accepted)

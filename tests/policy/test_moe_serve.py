@@ -8,6 +8,7 @@ from service.policy.acceptance import AcceptanceTracker, expected_tokens
 from service.policy.base import plan
 from service.policy.expert_routing import SplitAffinity
 from service.policy.moe_serve import DEFAULT_PRIOR, MoeServePolicy
+from service.policy.step_pricer import StepPricer
 from service.policy.types import BatchView, RequestStepStats, RequestView, ShadowOutcome, SloClass
 from tests.policy.helpers import batch, stats
 
@@ -610,10 +611,10 @@ def test_drafts_that_cannot_be_accepted_are_never_bet_on(monkeypatch):
     margin. Requests not judged yet (judged_first: p = 0) stay plain; one judged at p > 0 may speculate."""
     policy = cpu_like(0.9)
 
-    def step_time(tokens, requests, draft_steps, draft_tokens, budget=None, backlog=0.0, accepted=None):
-        return 0.020 if tokens <= requests else 0.0196
+    def step(pricer, tokens, draft_steps, draft_tokens, backlog=0.0, accepted=None):
+        return 0.020 if tokens <= pricer.requests else 0.0196
 
-    monkeypatch.setattr(policy.model, "step_time", step_time)
+    monkeypatch.setattr(StepPricer, "step", step)  # every step price of every model, variants included
     unjudged = policy.decide(judged_batch(policy.judge_after - 1))
     assert [r.k for r in unjudged.requests] == [0, 0] and not unjudged.judge
     policy.accept.update("r0", 3, 3)  # r0's judgement found its drafts accepted
@@ -1174,7 +1175,7 @@ def test_every_depth_is_priced(monkeypatch, drafts_in_hand):
     monkeypatch.setattr(
         moe_serve_allocate,
         "eliminate",
-        lambda model, budget, chains, ks, *rest: (ks, (plain[0], plain[1] * factor[max(ks)])),
+        lambda pricer, chains, ks, *rest: (ks, (plain[0], plain[1] * factor[max(ks)])),
     )
     chosen = policy.allocate(probs, caps, float("inf"), drafting=True, layout=view)
     assert chosen == [3, 3]
@@ -1211,9 +1212,9 @@ def test_a_scout_prices_uncalibrated_speculative_steps_at_the_plain_ratio():
     model = policy.model
     model._plain_calibration[batch_bucket(8)] = SimpleNamespace(ratio=0.6, measured=True)
     assert not model.calibrated(8)
-    assert model._scale(40, 8, 4, None) == 1.0  # the fit alone: a plain ratio below 1 says nothing of a verify's
-    assert model.scouting()._scale(40, 8, 4, None) == pytest.approx(0.6)
-    assert model.scouting()._scale(8, 8, 0, None) == model._scale(8, 8, 0, None) == pytest.approx(0.6)
+    assert model.pricer(8).scale(40, 4, None) == 1.0  # the fit alone: a plain ratio below 1 says nothing of a verify's
+    assert model.scouting().pricer(8).scale(40, 4, None) == pytest.approx(0.6)
+    assert model.scouting().pricer(8).scale(8, 0, None) == model.pricer(8).scale(8, 0, None) == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize("whole", [True, False], ids=["whole", "rejected"])
