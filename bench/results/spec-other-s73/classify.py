@@ -16,7 +16,9 @@ def name(frame: str) -> str:
 
 parts = collections.Counter()
 rest = collections.Counter()
-for line in gzip.open(sys.argv[1], "rt"):
+with gzip.open(sys.argv[1], "rt") as f:
+    lines = f.readlines()
+for line in lines:
     stack, count = line.rsplit(" ", 1)
     frames = [name(f) for f in stack.split(";")]
     n = int(count)
@@ -25,7 +27,9 @@ for line in gzip.open(sys.argv[1], "rt"):
     elif not any("Scheduler.run_event_loop" in f for f in frames):
         parts["not the scheduler loop"] += n
     elif any(f.startswith(FORWARD) for f in frames):
-        parts["target forward" if any("DirectTarget." in f or "MixtralFor" in f for f in frames) else "draft forward"] += n
+        parts[
+            "target forward" if any("DirectTarget." in f or "MixtralFor" in f for f in frames) else "draft forward"
+        ] += n
     else:
         parts["rest"] += n
         start = next(i for i, f in enumerate(frames) if "_dispatch_event_loop_once" in f)
