@@ -127,7 +127,8 @@ class StepTimeModel:
     scouting = cost_variants.scouting
 
     def calibrated(self, requests: int) -> bool:
-        """Whether this batch size's bucket prices speculative steps by their own measured ratio (`StepPricer.scale`)."""
+        """Whether this batch size's bucket prices speculative steps by their own measured ratio
+        (`StepPricer.scale`)."""
         found = self._calibration.get(batch_bucket(requests))
         return found is not None and found.measured
 
@@ -146,7 +147,8 @@ class StepTimeModel:
         self, tokens: int, requests: int, budget: int | None = None, accepted: float | None = None
     ) -> float:
         """The target forward: a plain decode when no request verifies a draft (tokens == requests), else a verify;
-        either scaled by its bucket's calibration (`StepPricer.scale`); a verify never under a plain decode (`_plain_price`)."""
+        either scaled by its bucket's calibration (`StepPricer.scale`); a verify never under a plain decode
+        (`_plain_price`)."""
         return StepPricer(self, requests, budget).verify(tokens, accepted)
 
     def step_time(
