@@ -1,28 +1,16 @@
-"""Scratch (73rd session): per task (as spec_gain_b1.py splits them), the batch-1 requests of a step log by kind,
+"""Scratch (73rd session): per task (as _tasks.py tells them apart), the batch-1 requests of a step log by kind,
 `SA` (moe-serve's: judged or speculated) and `K0` (the k0 floor's), with their medians of: wall from the first
 step's start to the last step's end, scheduler steps, gaps between them, plain forwards' ms and count, the
 speculative steps' wall ms, judgements (waited / beside), the steps' other ms.
-usage: PYTHONPATH=../zen5-b8-s72 python parts_b1.py STEPS.jsonl.gz"""
+usage: PYTHONPATH=.:../zen5-b8-s72 python parts_b1.py STEPS.jsonl.gz"""
 
 import collections
 import statistics
 import sys
 
-from _waves import rows
+from _tasks import batch1_by_task  # this folder's helper
 
-TASKS = ("code", "math", "prose")
-reqs: dict[str, list[dict]] = {}
-task_of: dict[str, str] = {}
-stretches, in_stretch = 0, False
-for r in rows(sys.argv[1]):
-    if len(r["rids"]) > 1:
-        in_stretch = False
-        continue
-    stretches += 0 if in_stretch else 1
-    in_stretch = True
-    reqs.setdefault(r["rids"][0], []).append(r)
-    task_of.setdefault(r["rids"][0], TASKS[stretches - 1] if stretches <= len(TASKS) else "tail")
-
+reqs, task_of = batch1_by_task(sys.argv[1])
 groups = collections.defaultdict(list)
 for rid, st in reqs.items():
     if len(st) < 8:

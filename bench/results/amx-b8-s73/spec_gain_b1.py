@@ -1,29 +1,16 @@
 """Scratch (73rd session): each speculative step of a batch-1 request in a step log against the plain forwards around
 it: wall ms, tokens it emitted (1 + accepted) and what as many plain steps of that request would have taken (the
 median plain step wall of the request), per task by the K chosen and by the step's place among the request's
-speculative steps. A bench.policies log runs each task's batch-1 requests together, code, math, prose (then its
-batch-8 waves): the batch-1 stretches between batch-8 steps are taken as the tasks, in that order.
-usage: PYTHONPATH=../zen5-b8-s72 python spec_gain_b1.py STEPS.jsonl.gz (that folder's _waves helper)"""
+speculative steps (tasks as _tasks.py tells them apart).
+usage: PYTHONPATH=.:../zen5-b8-s72 python spec_gain_b1.py STEPS.jsonl.gz (that folder's _waves helper)"""
 
 import collections
 import statistics
 import sys
 
-from _waves import rows
+from _tasks import batch1_by_task  # this folder's helper
 
-TASKS = ("code", "math", "prose")
-reqs: dict[str, list[dict]] = {}
-task_of: dict[str, str] = {}
-stretches, in_stretch = 0, False
-for r in rows(sys.argv[1]):
-    if len(r["rids"]) > 1:
-        in_stretch = False
-        continue
-    stretches += 0 if in_stretch else 1
-    in_stretch = True
-    rid = r["rids"][0]
-    reqs.setdefault(rid, []).append(r)
-    task_of.setdefault(rid, TASKS[stretches - 1] if stretches <= len(TASKS) else "tail")
+reqs, task_of = batch1_by_task(sys.argv[1])
 by_k = collections.defaultdict(list)
 by_place = collections.defaultdict(list)
 for rid, steps in reqs.items():
