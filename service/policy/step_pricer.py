@@ -16,6 +16,7 @@ from service.policy.moesd import expected_experts
 
 if TYPE_CHECKING:
     from service.policy.cost_model import StepTimeModel
+    from service.policy.step_calibration import Calibration
 
 
 class StepPricer:
@@ -29,6 +30,8 @@ class StepPricer:
         "_fresh",
         "_split",
         "_other",
+        "_bucket",
+        "_scout",
         "_calibration",
         "_own_ratio",
         "_plain_ratio",
@@ -50,14 +53,12 @@ class StepPricer:
             split = (model._fresh_accepted, 1.0 - routing.affinity if split is None else split[1])
         self._split = split
         self._other = (model.other_time(False, requests), model.other_time(True, requests))
-        bucket = batch_bucket(requests)
-        found = model._calibration.get(bucket)
-        self._calibration = found if found is not None and found.measured else None
-        self._own_ratio = model._own_ratio
-        plain = model._plain_calibration.get(bucket)
-        self._plain_ratio = 1.0 if plain is None else plain.ratio
-        # a bucket whose speculative steps are not calibrated: by its plain ratio where above 1, else by the fit
-        self._speculative_ratio = (self._plain_ratio if model._scout else max(self._plain_ratio, 1.0)) * self._own_ratio
+        self._bucket, self._scout, self._own_ratio = batch_bucket(requests), model._scout, model._own_ratio
+        # the bucket's calibrations, looked up at their first use (`scale`): a raw price, which the calibrations
+        # themselves ask for their measured steps, never touches them
+        self._calibration: Calibration | None | bool = False  # False: not looked up yet
+        self._plain_ratio: float | None = None
+        self._speculative_ratio = 1.0  # an uncalibrated bucket's speculative steps' (`scale`)
         shape = model.shape
         self._layers, self._experts, self._top_k = shape.num_layers, shape.num_experts, shape.top_k
         self._floor: tuple[float, float] | None = None  # `floor`, looked up at its first use (it prices with a pricer)
@@ -100,11 +101,24 @@ class StepPricer:
         else by the fit (cost_model.py's module docstring, calibration)."""
         requests = self.requests
         if tokens <= requests:
-            return self._plain_ratio
-        if self._calibration is not None:
-            share = None if accepted is None else accepted / (tokens - requests)
-            return self._calibration.ratio_for(draft_steps, share) * self._own_ratio
-        return self._speculative_ratio
+            return self._plain()
+        if self._calibration is False:
+            found = self._model._calibration.get(self._bucket)
+            self._calibration = found if found is not None and found.measured else None
+            if self._calibration is None:  # by the plain steps' ratio where above 1, else by the fit
+                plain = self._plain()
+                self._speculative_ratio = (plain if self._scout else max(plain, 1.0)) * self._own_ratio
+        if self._calibration is None:
+            return self._speculative_ratio
+        share = None if accepted is None else accepted / (tokens - requests)
+        return self._calibration.ratio_for(draft_steps, share) * self._own_ratio
+
+    def _plain(self) -> float:
+        """The bucket's plain steps' measured / predicted, 1 where none was measured."""
+        if self._plain_ratio is None:
+            found = self._model._plain_calibration.get(self._bucket)
+            self._plain_ratio = 1.0 if found is None else found.ratio
+        return self._plain_ratio
 
     def verify(self, tokens: int, accepted: float | None = None) -> float:
         """StepTimeModel.verify_time."""

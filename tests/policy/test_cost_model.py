@@ -531,3 +531,21 @@ def test_the_verify_paths_extra_cost_is_trusted_by_the_speculative_steps_that_me
     assert fitted(trusted) == pytest.approx(0.005, rel=0.05)
     assert fitted(3 * trusted) == pytest.approx(0.005, rel=0.05)
     assert fitted(2) == pytest.approx(0.005 * 2 / trusted, rel=0.05)  # the prior's 0 for the rest
+
+
+def test_a_refit_calibration_takes_the_steps_measured_until_it_is_first_asked():
+    """A refit marks each bucket's calibration for recomputing, which happens at its first scaled price
+    (step_pricer.StepPricer.scale); a step's raw price (StepTimeModel.add counts a step's experts by the model where
+    the engine did not) must not recompute it on the way, with the step not yet among its rows: two models fed the
+    same plain steps, one with measured expert counts and one without, price a plain step alike."""
+    shape = MoeShape(32, 4, 4)
+    counted, uncounted = StepTimeModel(shape, TRUTH), StepTimeModel(shape, TRUTH)
+    for model in (counted, uncounted):
+        for _ in range(6):
+            model.add(1, 1, [4] * 4, 0, 0, verify_s=0.030, draft_s=0.0, other_s=0.0005, plain=True)
+        model.refit()
+    for _ in range(6):
+        counted.add(1, 1, [4] * 4, 0, 0, verify_s=0.060, draft_s=0.0, other_s=0.0005, plain=True)
+        uncounted.add(1, 1, (), 0, 0, verify_s=0.060, draft_s=0.0, other_s=0.0005, plain=True)
+    assert uncounted.step_time(1, 1, 0, 0) == counted.step_time(1, 1, 0, 0)
+    assert counted.step_time(1, 1, 0, 0) == pytest.approx(0.0605, rel=0.05)  # the later steps count: 6 of 11
