@@ -18,7 +18,7 @@ from _tasks import batch1_by_task  # ../amx-b8-s73's helper
 reqs, task_of = batch1_by_task(sys.argv[1])
 with gzip.open(sys.argv[3], "rt") as f:
     decisions = [json.loads(line) for line in f]
-zs = (0.25, 0.5, 0.75, 1.0, 1.5)  # sitecustomize.DOUBTS
+zs = (0.25, 0.5, 0.75, 1.0, 1.5)  # doubt_scratch.DOUBTS
 
 
 def replay(rows: list[dict], z_index: int | None) -> int:
