@@ -14,7 +14,6 @@ import torch
 import transformers
 
 from bench._heldout import prompt_sets
-from bench._models import DEFAULT_MODEL  # noqa: F401 - resolves the assets as the benches do
 from bench.policies import PROMPT_TOKENS, as_token_ids
 
 ASSETS = "service/models/assets"
