@@ -37,14 +37,14 @@ class Logged(MoeServePolicy):
         p = self.accept.get(rid)
         spread = self.accept._estimate(rid).spread(self.accept.trust)
         cap = step_time_cap(batch)
+        chains = self._chains([p], [cap_k])
+        lowered = [
+            self._chains([[max(0.0, a - z * e) for a, e in zip(p, spread, strict=True)]], [cap_k]) for z in DOUBTS
+        ]
         rows = []
         for k in range(cap_k + 1):
-            chains = self._chains([p], [cap_k])
             j = self._objective([k], chains, cap, True, batch)[1]
-            lows = []
-            for z in DOUBTS:
-                low = [max(0.0, a - z * e) for a, e in zip(p, spread, strict=True)]
-                lows.append(self._objective([k], self._chains([low], [cap_k]), cap, True, batch)[1])
+            lows = [self._objective([k], low, cap, True, batch)[1] for low in lowered]
             error = max(self.model.error(1, k) or 0.0, MIN_MARGIN) if k else 0.0
             rows.append({"k": k, "j": j, "j_low": lows, "error": error})
         rec = {"t": time.time(), "policy": self.tag, "rid": rid, "tokens_so_far": r.tokens_so_far}
