@@ -319,12 +319,12 @@ def _reproduce_section(tc: dict, config: dict, group_size: int = 128) -> list[st
 
 
 def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -> str:
-    """Short card for the dense draft: architecture, training, held-out loss."""
+    """Short card for the dense draft: architecture, training (and distillation), held-out loss."""
     config = json.loads((draft_dir / "config.json").read_text())
     summary = json.loads((draft_dir / "training_summary.json").read_text())
-    tc = summary["train_config"]
     log = _train_log(run_dir)
     target = draft_dir.resolve().name.removesuffix("-draft")
+    first = summary.get("init_summary") or summary  # a distilled draft starts from a corpus-trained one
     lines = [
         f"# {draft_dir.resolve().name}: dense draft for standalone speculation against {target}",
         "",
@@ -332,27 +332,51 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
         f"{config['num_attention_heads']} heads x {config['head_dim']}, tied embeddings, {_params(draft_dir) / 1e6:.1f} M parameters, "
         f"bf16 on disk. Same tokenizer and corpus as `../{target}/` (see its card).",
         "",
-        f"Trained by `moe-serve model train --arch dense{_dense_flags(config)}`: {summary['steps']} steps (planned {summary['planned_steps']}) x "
-        f"{tc['batch_size']} x {tc['seq_len']} = {summary['tokens']:,} tokens in {summary['wall_s'] / 60:.1f} min, peak lr {tc['lr']}, "
-        f"seed {tc['seed']}, {tc['threads']} thread(s)" + (f", final train CE {log[-1]['ce']:.2f}." if log else "."),
+        f"Trained by `moe-serve model train --arch dense{_dense_flags(config)}`: {_run_sentence(first)}"
+        + (f", final train CE {log[-1]['ce']:.2f}." if log and first is summary else "."),
     ]
+    if first is not summary:
+        lines += [
+            "",
+            f"Then distilled from `../{target}/` (`--init` the checkpoint above, `--distill-from` the target: the loss is "
+            f"KL(target || draft) of the next-token distributions at every position of the corpus's windows, so the "
+            f"draft learns the target's next token rather than the corpus's): {_run_sentence(summary)}"
+            + (f", final train KL {log[-1]['kl']:.3f} nats/token." if log and "kl" in log[-1] else "."),
+        ]
     if summary["steps"] < summary["planned_steps"]:
         lines += ["", _caveats(summary)[-1]]
-    lines += [
-        "",
-        "Reproduce (after `moe-serve model corpus`):",
-        "```",
-        f"moe-serve model train --arch dense{_dense_flags(config)} --steps {tc['steps']} --batch-size {tc['batch_size']} "
-        f"--warmup {tc['warmup']} --lr {tc['lr']} --seed {tc['seed']} --threads {tc['threads']} "
-        f"--max-minutes {tc['max_minutes']:g} --export DIR",
-        "```",
-    ]
+    corpus = "moe-serve model corpus" + (f" --tokenizer {summary['distilled_from']}" if first is not summary else "")
+    lines += ["", "Reproduce:", "```", corpus, _train_command(config, first, "DIR" if first is summary else "FIRST")]
+    if first is not summary:
+        lines.append(
+            _train_command(config, summary, "DIR", f" --init FIRST --distill-from {summary['distilled_from']}")
+        )
+    lines.append("```")
     if draft_eval:
         lines += ["", "| domain | held-out loss (nats/token) | unigram |", "|---|---|---|"]
         lines += [
             f"| {d} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} |" for d, r in draft_eval["domains"].items()
         ]
     return "\n".join(lines) + "\n"
+
+
+def _run_sentence(summary: dict) -> str:
+    tc = summary["train_config"]
+    return (
+        f"{summary['steps']} steps (planned {summary['planned_steps']}) x {tc['batch_size']} x {tc['seq_len']} = "
+        f"{summary['tokens']:,} tokens in {summary['wall_s'] / 60:.1f} min, peak lr {tc['lr']}, seed {tc['seed']}, "
+        f"{tc['threads']} thread(s)"
+    )
+
+
+def _train_command(config: dict | None, summary: dict, export: str, extra: str = "") -> str:
+    """The `model train` line of a run; no shape flags where `config` is None (--init takes the checkpoint's)."""
+    tc, shape = summary["train_config"], _dense_flags(config) if config is not None else ""
+    return (
+        f"moe-serve model train --arch dense{shape}{extra} --steps {tc['steps']} --batch-size "
+        f"{tc['batch_size']} --warmup {tc['warmup']} --lr {tc['lr']} --seed {tc['seed']} --threads {tc['threads']} "
+        f"--max-minutes {tc['max_minutes']:g} --export {export}"
+    )
 
 
 def _dense_flags(config: dict) -> str:

@@ -21,6 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     corpus.add_argument("--seed", type=int, default=0)
     corpus.add_argument("--man-pages", type=int, default=1500)
     corpus.add_argument("--vocab-size", type=int, default=8192)
+    corpus.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="encode with this tokenizer (a tokenizer.json or a model directory) instead of training one: the token "
+        "arrays of a bundled model, e.g. to distil its draft",
+    )
 
     train = sub.add_parser("train", help="train the MoE target or the dense draft")
     train.add_argument("--work", type=Path, default=DEFAULT_WORK)
@@ -37,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--threads", type=int, default=1)
     train.add_argument("--max-minutes", type=float, default=0.0, help="stop early with a checkpoint (0 = no limit)")
     train.add_argument("--tiny", action="store_true", help="a 2-layer width-64 model, for pipeline checks")
+    train.add_argument("--init", type=Path, help="start from this HF checkpoint (its shape; shape flags not allowed)")
+    train.add_argument(
+        "--distill-from",
+        type=Path,
+        help="a teacher HF checkpoint (the target): train on KL(teacher || model) instead of the corpus's next token",
+    )
     shape = train.add_argument_group("model shape (defaults: MoESpec / DenseSpec, i.e. moe-tiny and moe-tiny-draft)")
     shape.add_argument("--hidden-size", type=int)
     shape.add_argument("--layers", type=int)
@@ -113,12 +125,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _corpus(args) -> int:
     from service.models.corpus import DOMAINS, CorpusConfig, read_split, write_corpus
-    from service.models.tokenizer import encode_corpus, train_tokenizer
+    from service.models.tokenizer import encode_corpus, load_tokenizer, train_tokenizer
 
     corpus_dir = args.work / "corpus"
     manifest = write_corpus(CorpusConfig(seed=args.seed, man_pages=args.man_pages), corpus_dir)
-    texts = {d: read_split(corpus_dir, d, "train") for d in DOMAINS}
-    tokenizer = train_tokenizer(texts, vocab_size=args.vocab_size)
+    if args.tokenizer is not None:
+        tokenizer = load_tokenizer(args.tokenizer)
+    else:
+        tokenizer = train_tokenizer({d: read_split(corpus_dir, d, "train") for d in DOMAINS}, args.vocab_size)
     tokenizer.save(str(args.work / "tokenizer.json"))
     manifest["tokens"] = encode_corpus(tokenizer, corpus_dir, args.work / "tokens")
     (args.work / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -132,6 +146,11 @@ def _train(args) -> int:
     from service.models.tokenizer import EOS, load_tokenizer
     from service.models.train import MoESpec, TrainConfig, export_hf, train
 
+    shaped = args.tiny or any(
+        getattr(args, f) is not None for f in ("hidden_size", "layers", "intermediate_size", "heads")
+    )
+    if args.init is not None and shaped:
+        raise SystemExit("--init takes its shape from the checkpoint: drop --tiny and the shape flags")
     tokenizer = load_tokenizer(args.work / "tokenizer.json")
     vocab, eos = tokenizer.get_vocab_size(), tokenizer.token_to_id(EOS)
     if args.arch == "moe":
@@ -147,6 +166,7 @@ def _train(args) -> int:
             else DenseSpec()
         )
     spec = _with_shape(spec, args)
+    teacher = _teacher(args.distill_from, vocab) if args.distill_from is not None else None
     config = TrainConfig(
         steps=args.steps,
         batch_size=args.batch_size,
@@ -159,13 +179,25 @@ def _train(args) -> int:
         max_minutes=args.max_minutes,
     )
     run_dir = args.run or args.work / "runs" / args.arch
-    result = train(spec.to_config(vocab, eos), TokenData.load(args.work / "tokens", "train"), config, run_dir)
+    data = TokenData.load(args.work / "tokens", "train")
+    result = train(spec.to_config(vocab, eos), data, config, run_dir, init=args.init, teacher=teacher)
     if args.export:
         export_hf(result["model"], tokenizer, args.export)
         summary = {k: v for k, v in result.items() if k != "model"}
         (args.export / "training_summary.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps({k: v for k, v in result.items() if k not in ("model", "train_config")}))
     return 0
+
+
+def _teacher(path: Path, vocab: int):
+    """The distillation teacher, float32, in eval mode; its vocabulary must be the corpus tokenizer's."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    teacher = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    if teacher.config.vocab_size != vocab:
+        raise SystemExit(f"--distill-from {path}: vocab {teacher.config.vocab_size}, the corpus tokenizer's {vocab}")
+    return teacher
 
 
 def _with_shape(spec, args):

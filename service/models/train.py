@@ -1,8 +1,10 @@
 """Train the embedded Mixtral-architecture MoE (and, with another spec, its dense draft) on the offline corpus.
 
-Reproducible: init from `torch.manual_seed(seed)`, batches from `(seed, step)` (batches.py), and a checkpoint
-holding model, optimizer and step so a resumed run continues the same trajectory. The loss is next-token
-cross-entropy plus `balance_coef` times the per-layer balance term (balance.py) for MoE models.
+Reproducible: init from `torch.manual_seed(seed)` (or from a checkpoint, `init`), batches from `(seed, step)`
+(batches.py), and a checkpoint holding model, optimizer and step so a resumed run continues the same trajectory. The
+loss is next-token cross-entropy plus `balance_coef` times the per-layer balance term (balance.py) for MoE models;
+with a `teacher` (distillation, for a draft: what it must predict is the target's next token, not the corpus's) it is
+the forward KL divergence KL(teacher || model) of the next-token distributions at every position.
 """
 
 from __future__ import annotations
@@ -100,20 +102,43 @@ def step_loss(model, batch: torch.Tensor, balance_coef: float) -> tuple[torch.Te
     return ce + balance_coef * balance, ce.item(), balance.item()
 
 
+def distill_loss(model, teacher, batch: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    """(KL(teacher || model) per position, its value, 0) for one [B, S+1] batch; the teacher runs without gradients."""
+    inputs = batch[:, :-1]
+    with torch.no_grad():
+        target = torch.log_softmax(teacher(input_ids=inputs).logits.float(), dim=-1).flatten(0, 1)
+    student = torch.log_softmax(model(input_ids=inputs).logits.float(), dim=-1).flatten(0, 1)
+    kl = torch.nn.functional.kl_div(student, target, log_target=True, reduction="batchmean")
+    return kl, kl.item(), 0.0
+
+
 def _save_checkpoint(path: Path, model, optimizer, step: int) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, tmp)
     os.replace(tmp, path)  # atomic, so a kill mid-save leaves the previous checkpoint intact
 
 
-def train(model_config, data: TokenData, config: TrainConfig, out_dir: Path) -> dict:
-    """Train from scratch or resume from out_dir/checkpoint.pt; returns a summary dict (also in summary.json)."""
+def train(
+    model_config, data: TokenData, config: TrainConfig, out_dir: Path, init: Path | None = None, teacher=None
+) -> dict:
+    """Train from scratch (or from the HF checkpoint `init`, whose config then replaces `model_config`), or resume
+    from out_dir/checkpoint.pt; with `teacher` (a causal LM on the same vocabulary) distil it (module docstring).
+    Returns a summary dict (also in summary.json)."""
     from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(config.threads)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
-    model = AutoModelForCausalLM.from_config(model_config, dtype=torch.float32)
+    if init is not None:
+        model = AutoModelForCausalLM.from_pretrained(str(init), dtype=torch.float32)
+        model.config.tie_word_embeddings = True  # exported untied (untied_copy); train with the head tied again
+        model.tie_weights()
+    else:
+        model = AutoModelForCausalLM.from_config(model_config, dtype=torch.float32)
+    if teacher is not None:
+        if teacher.config.vocab_size != model.config.vocab_size:
+            raise ValueError(f"teacher vocab {teacher.config.vocab_size} != model vocab {model.config.vocab_size}")
+        teacher.eval()
     optimizer = _optimizer(model, config)
     ckpt_path, log_path = out_dir / "checkpoint.pt", out_dir / "train_log.jsonl"
     start, prior_seconds = 0, 0.0
@@ -130,7 +155,10 @@ def train(model_config, data: TokenData, config: TrainConfig, out_dir: Path) -> 
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, config)
         batch = data.batch(config.seed, step, config.batch_size, config.seq_len)
-        loss, ce, balance = step_loss(model, batch, config.balance_coef)
+        if teacher is None:
+            loss, ce, balance = step_loss(model, batch, config.balance_coef)
+        else:
+            loss, ce, balance = distill_loss(model, teacher, batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -142,7 +170,7 @@ def train(model_config, data: TokenData, config: TrainConfig, out_dir: Path) -> 
             now = time.monotonic()
             record = {
                 "step": done,
-                "ce": round(ce, 4),
+                ("ce" if teacher is None else "kl"): round(ce, 4),
                 "balance": round(balance, 4),
                 "lr": lr_at(step, config),
                 "tokens_per_s": round(window_tokens / (now - window_start), 1),
@@ -162,9 +190,13 @@ def train(model_config, data: TokenData, config: TrainConfig, out_dir: Path) -> 
         "steps": finished,
         "planned_steps": config.steps,
         "tokens": finished * config.batch_size * config.seq_len,
+        "init": str(init) if init is not None else None,
+        "distilled_from": teacher.config.name_or_path if teacher is not None else None,
         "wall_s": round(prior_seconds + time.monotonic() - began, 1),
         "train_config": asdict(config),
     }
+    if init is not None and (Path(init) / "training_summary.json").exists():  # how the starting point was trained
+        summary["init_summary"] = json.loads((Path(init) / "training_summary.json").read_text())
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     model.eval()
     return {"model": model, **summary}

@@ -63,3 +63,50 @@ def test_int4_group_size_fits_the_expert_widths(tmp_path, hidden, intermediate, 
 
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": hidden, "intermediate_size": intermediate}))
     assert int4_group_size(tmp_path) == group
+
+
+def test_init_takes_the_checkpoints_shape():
+    from service.models.cli import run
+
+    argv = ["model", "train", "--arch", "dense", "--init", "x", "--tiny"]
+    with pytest.raises(SystemExit, match="--init takes its shape"):
+        run(build_parser().parse_args(argv))
+
+
+def test_distilled_draft_card_gives_both_runs_and_how_to_reproduce_them(tmp_path):
+    import json
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from service.models.card import render_draft_card
+
+    draft = tmp_path / "moe-x-draft"
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2
+    )
+    LlamaForCausalLM(config).save_pretrained(str(draft))
+    tc = {"batch_size": 8, "seq_len": 256, "lr": 0.003, "seed": 0, "threads": 1, "warmup": 15, "max_minutes": 20.0}
+    first = {
+        "steps": 220,
+        "planned_steps": 220,
+        "tokens": 450560,
+        "wall_s": 510.0,
+        "train_config": {**tc, "steps": 220},
+    }
+    second_tc = {**tc, "steps": 400, "lr": 0.001, "seed": 1, "warmup": 10, "max_minutes": 0.0}
+    summary = {"steps": 400, "planned_steps": 400, "tokens": 819200, "wall_s": 420.0, "train_config": second_tc}
+    summary |= {"init": "FIRST", "distilled_from": "assets/moe-x", "init_summary": first}
+    (draft / "training_summary.json").write_text(json.dumps(summary))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_log.jsonl").write_text(json.dumps({"step": 400, "kl": 0.1234}) + "\n")
+    card = render_draft_card(draft, run, None)
+    assert "220 steps (planned 220) x 8 x 256 = 450,560 tokens in 8.5 min" in card
+    assert "Then distilled from `../moe-x/`" in card and "400 steps (planned 400)" in card and "KL 0.123" in card
+    assert "moe-serve model corpus --tokenizer assets/moe-x\n" in card
+    assert (
+        "--steps 220 --batch-size 8 --warmup 15 --lr 0.003 --seed 0 --threads 1 --max-minutes 20 --export FIRST" in card
+    )
+    assert (
+        " --init FIRST --distill-from assets/moe-x --steps 400 --batch-size 8 --warmup 10 --lr 0.001 --seed 1" in card
+    )

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from service.models.batches import TokenData
-from service.models.train import TrainConfig, lr_at, train
+from service.models.train import TrainConfig, distill_loss, lr_at, train, untied_copy
 
 from .conftest import tiny_mixtral_config
 
@@ -56,3 +56,66 @@ def test_resume_continues_the_same_trajectory(tmp_path):
     resumed = train(tiny_mixtral_config(), _data(), _config(steps=10), tmp_path / "b")["model"]
     for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items(), strict=True):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+def _tiny_dense_config(vocab_size: int = 64):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
+
+
+def _agreement(student, teacher, batch: torch.Tensor) -> float:
+    with torch.no_grad():
+        inputs = batch[:, :-1]
+        return (
+            (student(input_ids=inputs).logits.argmax(-1) == teacher(input_ids=inputs).logits.argmax(-1))
+            .float()
+            .mean()
+            .item()
+        )
+
+
+def test_distill_loss_is_zero_against_itself_and_positive_against_another_model():
+    torch.manual_seed(0)
+    from transformers import LlamaForCausalLM
+
+    model, other = LlamaForCausalLM(_tiny_dense_config()), LlamaForCausalLM(_tiny_dense_config())
+    batch = _data().batch(0, 0, 2, 16)
+    assert distill_loss(model, model, batch)[1] == pytest.approx(0.0, abs=1e-6)
+    assert distill_loss(model, other, batch)[1] > 1e-4  # two random inits: both near uniform, still apart
+
+
+def test_distillation_moves_a_dense_draft_toward_its_moe_teacher(tmp_path):
+    """A draft distilled from a trained MoE agrees with it on more next tokens than one trained on the corpus alone
+    (the teacher learnt a descending pattern, the corpus ascends), and its logged KL falls; the draft starts from an
+    exported checkpoint (`init`), whose weights it loads."""
+    data = _data()
+    descending = np.tile(np.arange(16, 0, -1, dtype=np.uint16), 200)  # the teacher predicts other tokens than the data
+    other = TokenData.from_arrays({"python": descending, "prose": descending, "arithmetic": descending})
+    teacher = train(tiny_mixtral_config(), other, _config(steps=40), tmp_path / "teacher")["model"].eval()
+    start = train(_tiny_dense_config(), data, _config(steps=5), tmp_path / "start")["model"]
+    untied_copy(start).save_pretrained(str(tmp_path / "start-hf"))  # as export_hf writes it, in float32
+    unchanged = train(
+        _tiny_dense_config(), data, _config(steps=1, lr=0.0), tmp_path / "same", init=tmp_path / "start-hf"
+    )
+    for (name, a), (_, b) in zip(start.state_dict().items(), unchanged["model"].state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    corpus = train(_tiny_dense_config(), data, _config(steps=30), tmp_path / "corpus", init=tmp_path / "start-hf")
+    distilled = train(
+        _tiny_dense_config(), data, _config(steps=30), tmp_path / "kd", init=tmp_path / "start-hf", teacher=teacher
+    )
+    log = [json.loads(line) for line in (tmp_path / "kd" / "train_log.jsonl").read_text().splitlines()]
+    assert log[-1]["kl"] < log[0]["kl"]
+    assert distilled["distilled_from"] is not None and distilled["init"] == str(tmp_path / "start-hf")
+    held_out = data.batch(99, 0, 8, 16)
+    assert _agreement(distilled["model"], teacher, held_out) > _agreement(corpus["model"], teacher, held_out) + 0.3
