@@ -268,7 +268,7 @@ def _drafts_section(name: str, draft_eval: dict | None, inflation: dict | None, 
     lines = [
         "## Drafts and variants",
         f"- `../{name}-draft/`: dense `LlamaForCausalLM` on the same tokenizer and data, trained by the same script "
-        "(`--arch dense`); see its training_summary.json.",
+        "(`--arch dense`); how (and whether it was distilled from this model): its card and training_summary.json.",
         "- INT4 self-draft (MoE-SpeQ): not shipped, produced on demand by `moe-serve model draft --out DIR` — experts "
         f"quantized INT4, group {group_size}, symmetric, stored dequantized in bf16; attention, norms, embeddings and router gates unchanged.",
         "- Inflated (memory-bound) variant: `moe-serve model inflate --out DIR --intermediate-size N` pads experts with zero "
