@@ -131,8 +131,10 @@ def train(
     torch.manual_seed(config.seed)
     if init is not None:
         model = AutoModelForCausalLM.from_pretrained(str(init), dtype=torch.float32)
-        model.config.tie_word_embeddings = True  # exported untied (untied_copy); train with the head tied again
-        model.tie_weights()
+        head, embedding = model.get_output_embeddings().weight, model.get_input_embeddings().weight
+        if head is not embedding and torch.equal(head, embedding):  # exported untied (untied_copy): tie it again
+            model.config.tie_word_embeddings = True
+            model.tie_weights()
     else:
         model = AutoModelForCausalLM.from_config(model_config, dtype=torch.float32)
     if teacher is not None:

@@ -110,6 +110,8 @@ def test_distillation_moves_a_dense_draft_toward_its_moe_teacher(tmp_path):
     )
     for (name, a), (_, b) in zip(start.state_dict().items(), unchanged["model"].state_dict().items(), strict=True):
         assert torch.equal(a, b), name
+    loaded = unchanged["model"]
+    assert loaded.get_output_embeddings().weight is loaded.get_input_embeddings().weight  # tied again, as trained
     corpus = train(_tiny_dense_config(), data, _config(steps=30), tmp_path / "corpus", init=tmp_path / "start-hf")
     distilled = train(
         _tiny_dense_config(), data, _config(steps=30), tmp_path / "kd", init=tmp_path / "start-hf", teacher=teacher
