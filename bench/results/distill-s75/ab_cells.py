@@ -16,5 +16,7 @@ old, new = ratios(sys.argv[1]), ratios(sys.argv[2])
 policies = sorted({k[2] for k in new} - {"none"})
 print("cell        " + "".join(f"{p:>17}" for p in policies))
 for cell in sorted({k[:2] for k in new}):
-    print(f"{cell[0]:>5} b{cell[1]:<5}" + "".join(f"{old[(*cell, p)]:>8.2f} ->{new[(*cell, p)]:>5.2f}" for p in policies))
+    print(
+        f"{cell[0]:>5} b{cell[1]:<5}" + "".join(f"{old[(*cell, p)]:>8.2f} ->{new[(*cell, p)]:>5.2f}" for p in policies)
+    )
 print("(TPOT / none's TPOT in the same run: old draft -> distilled draft)")
