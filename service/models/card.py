@@ -348,9 +348,7 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
     corpus = "moe-serve model corpus" + (f" --tokenizer {summary['distilled_from']}" if first is not summary else "")
     lines += ["", "Reproduce:", "```", corpus, _train_command(config, first, "DIR" if first is summary else "FIRST")]
     if first is not summary:
-        lines.append(
-            _train_command(config, summary, "DIR", f" --init FIRST --distill-from {summary['distilled_from']}")
-        )
+        lines.append(_train_command(None, summary, "DIR", f" --init FIRST --distill-from {summary['distilled_from']}"))
     lines.append("```")
     if draft_eval:
         lines += ["", "| domain | held-out loss (nats/token) | unigram |", "|---|---|---|"]

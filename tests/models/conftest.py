@@ -27,6 +27,22 @@ def tiny_mixtral_config(vocab_size: int = 64, intermediate_size: int = 32):
     )
 
 
+def tiny_llama_config(vocab_size: int = 64):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     previous = torch.get_num_threads()

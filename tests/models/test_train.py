@@ -7,7 +7,7 @@ import torch
 from service.models.batches import TokenData
 from service.models.train import TrainConfig, distill_loss, lr_at, train, untied_copy
 
-from .conftest import tiny_mixtral_config
+from .conftest import tiny_llama_config, tiny_mixtral_config
 
 
 def _data() -> TokenData:
@@ -58,22 +58,6 @@ def test_resume_continues_the_same_trajectory(tmp_path):
         assert torch.allclose(a, b, atol=1e-6), name
 
 
-def _tiny_dense_config(vocab_size: int = 64):
-    from transformers import LlamaConfig
-
-    return LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-    )
-
-
 def _agreement(student, teacher, batch: torch.Tensor) -> float:
     with torch.no_grad():
         inputs = batch[:, :-1]
@@ -89,7 +73,7 @@ def test_distill_loss_is_zero_against_itself_and_positive_against_another_model(
     torch.manual_seed(0)
     from transformers import LlamaForCausalLM
 
-    model, other = LlamaForCausalLM(_tiny_dense_config()), LlamaForCausalLM(_tiny_dense_config())
+    model, other = LlamaForCausalLM(tiny_llama_config()), LlamaForCausalLM(tiny_llama_config())
     batch = _data().batch(0, 0, 2, 16)
     assert distill_loss(model, model, batch)[1] == pytest.approx(0.0, abs=1e-6)
     assert distill_loss(model, other, batch)[1] > 1e-4  # two random inits: both near uniform, still apart
@@ -103,18 +87,18 @@ def test_distillation_moves_a_dense_draft_toward_its_moe_teacher(tmp_path):
     descending = np.tile(np.arange(16, 0, -1, dtype=np.uint16), 200)  # the teacher predicts other tokens than the data
     other = TokenData.from_arrays({"python": descending, "prose": descending, "arithmetic": descending})
     teacher = train(tiny_mixtral_config(), other, _config(steps=40), tmp_path / "teacher")["model"].eval()
-    start = train(_tiny_dense_config(), data, _config(steps=5), tmp_path / "start")["model"]
+    start = train(tiny_llama_config(), data, _config(steps=5), tmp_path / "start")["model"]
     untied_copy(start).save_pretrained(str(tmp_path / "start-hf"))  # as export_hf writes it, in float32
     unchanged = train(
-        _tiny_dense_config(), data, _config(steps=1, lr=0.0), tmp_path / "same", init=tmp_path / "start-hf"
+        tiny_llama_config(), data, _config(steps=1, lr=0.0), tmp_path / "same", init=tmp_path / "start-hf"
     )
     for (name, a), (_, b) in zip(start.state_dict().items(), unchanged["model"].state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     loaded = unchanged["model"]
     assert loaded.get_output_embeddings().weight is loaded.get_input_embeddings().weight  # tied again, as trained
-    corpus = train(_tiny_dense_config(), data, _config(steps=30), tmp_path / "corpus", init=tmp_path / "start-hf")
+    corpus = train(tiny_llama_config(), data, _config(steps=30), tmp_path / "corpus", init=tmp_path / "start-hf")
     distilled = train(
-        _tiny_dense_config(), data, _config(steps=30), tmp_path / "kd", init=tmp_path / "start-hf", teacher=teacher
+        tiny_llama_config(), data, _config(steps=30), tmp_path / "kd", init=tmp_path / "start-hf", teacher=teacher
     )
     log = [json.loads(line) for line in (tmp_path / "kd" / "train_log.jsonl").read_text().splitlines()]
     assert log[-1]["kl"] < log[0]["kl"]
