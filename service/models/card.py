@@ -324,7 +324,10 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
     summary = json.loads((draft_dir / "training_summary.json").read_text())
     log = _train_log(run_dir)
     target = draft_dir.resolve().name.removesuffix("-draft")
-    first = summary.get("init_summary") or summary  # a distilled draft starts from a corpus-trained one
+    teacher = summary.get("distilled_from")
+    if teacher and not summary.get("init_summary"):
+        raise ValueError(f"{draft_dir}: distilled, but training_summary.json lacks the first run's (init_summary)")
+    first = summary.get("init_summary") or summary  # a run from --init: the checkpoint's own run first
     lines = [
         f"# {draft_dir.resolve().name}: dense draft for standalone speculation against {target}",
         "",
@@ -336,19 +339,25 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
         + (f", final train CE {log[-1]['ce']:.2f}." if log and first is summary else "."),
     ]
     if first is not summary:
-        lines += [
-            "",
+        how = (
             f"Then distilled from `../{target}/` (`--init` the checkpoint above, `--distill-from` the target: the loss is "
             f"KL(target || draft) of the next-token distributions at every position of the corpus's windows, so the "
-            f"draft learns the target's next token rather than the corpus's): {_run_sentence(summary)}"
-            + (f", final train KL {log[-1]['kl']:.3f} nats/token." if log and "kl" in log[-1] else "."),
-        ]
+            f"draft learns the target's next token rather than the corpus's)"
+            if teacher
+            else "Then trained further on the corpus (`--init` the checkpoint above)"
+        )
+        metric = "kl" if teacher else "ce"
+        final = (
+            f", final train {metric.upper()} {log[-1][metric]:.3f} nats/token." if log and metric in log[-1] else "."
+        )
+        lines += ["", f"{how}: {_run_sentence(summary)}{final}"]
     if summary["steps"] < summary["planned_steps"]:
         lines += ["", _caveats(summary)[-1]]
-    corpus = "moe-serve model corpus" + (f" --tokenizer {summary['distilled_from']}" if first is not summary else "")
+    corpus = "moe-serve model corpus" + (f" --tokenizer {teacher}" if teacher else "")
     lines += ["", "Reproduce:", "```", corpus, _train_command(config, first, "DIR" if first is summary else "FIRST")]
     if first is not summary:
-        lines.append(_train_command(None, summary, "DIR", f" --init FIRST --distill-from {summary['distilled_from']}"))
+        extra = " --init FIRST" + (f" --distill-from {teacher}" if teacher else "")
+        lines.append(_train_command(None, summary, "DIR", extra))
     lines.append("```")
     if draft_eval:
         lines += ["", "| domain | held-out loss (nats/token) | unigram |", "|---|---|---|"]

@@ -108,3 +108,26 @@ def test_distilled_draft_card_gives_both_runs_and_how_to_reproduce_them(tmp_path
     )
     assert "train --arch dense --init FIRST --distill-from assets/moe-x --steps 400 --batch-size 8 --warmup 10" in card
     assert "train --arch dense --hidden-size 16 --layers 1" in card  # the first run's shape; --init takes none
+
+
+def test_a_draft_trained_further_without_a_teacher_is_not_called_distilled(tmp_path):
+    import json
+
+    from transformers import LlamaForCausalLM
+
+    from service.models.card import render_draft_card
+
+    from .conftest import tiny_llama_config
+
+    draft = tmp_path / "moe-x-draft"
+    LlamaForCausalLM(tiny_llama_config()).save_pretrained(str(draft))
+    tc = {"batch_size": 8, "seq_len": 256, "lr": 0.003, "seed": 0, "threads": 1, "warmup": 15, "max_minutes": 0.0}
+    first = {"steps": 10, "planned_steps": 10, "tokens": 20480, "wall_s": 6.0, "train_config": {**tc, "steps": 10}}
+    summary = {**first, "init": "FIRST", "distilled_from": None, "init_summary": first}
+    (draft / "training_summary.json").write_text(json.dumps(summary))
+    card = render_draft_card(draft, tmp_path / "no-run", None)
+    assert "Then trained further on the corpus" in card and "distill" not in card
+    assert "moe-serve model corpus\n" in card and " --init FIRST --steps 10" in card
+    (draft / "training_summary.json").write_text(json.dumps({**summary, "distilled_from": "T", "init_summary": None}))
+    with pytest.raises(ValueError, match="init_summary"):
+        render_draft_card(draft, tmp_path / "no-run", None)
