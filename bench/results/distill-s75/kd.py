@@ -1,7 +1,8 @@
 """Distil the dense STANDALONE draft toward moe-fine (scratch, seventy-fifth session).
 
 Loss: forward KL(target || draft) over every position of train-split windows (data.py's arrays), the target's
-logits computed on the fly in float32 without gradients. Evaluation: target greedy continuations of held-out bench
+logits computed on the fly in float32 without gradients (service.models.train.distill_loss; kd-a.json and
+kd-b-mix05.json were run with a copy of it here, the same formula). Evaluation: target greedy continuations of held-out bench
 prompts (bench._heldout.prompt_sets, 400 characters, the first 128 tokens), the draft teacher-forced over them:
 top-1 agreement per position and the tokens per verify step a K-token greedy draft chain would get.
 
@@ -22,7 +23,7 @@ from transformers import AutoModelForCausalLM
 from bench._heldout import PROMPT_SETS, prompt_sets
 from service.models.batches import TokenData
 from service.models.tokenizer import load_tokenizer
-from service.models.train import TrainConfig, _optimizer, lr_at
+from service.models.train import TrainConfig, _optimizer, distill_loss, lr_at
 
 TARGET = Path("service/models/assets/moe-fine")
 DRAFT = Path("service/models/assets/moe-fine-draft")
@@ -92,16 +93,6 @@ def generated_pool(target, data: TokenData, count: int) -> torch.Tensor:
     return torch.cat(rows)[:count]
 
 
-def kd_loss(draft, target, batch: torch.Tensor) -> torch.Tensor:
-    inputs = batch[:, :-1]
-    with torch.no_grad():
-        teacher = torch.log_softmax(target(input_ids=inputs).logits.float(), -1)
-    student = torch.log_softmax(draft(input_ids=inputs).logits.float(), -1)
-    return torch.nn.functional.kl_div(
-        student.flatten(0, 1), teacher.flatten(0, 1), log_target=True, reduction="batchmean"
-    )
-
-
 def main() -> None:
     tokens_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
     steps = int(sys.argv[3])
@@ -133,7 +124,7 @@ def main() -> None:
             rows = int(round(mix * config.batch_size))
             picks = np.random.default_rng([config.seed, step, 1]).choice(len(pool), size=rows, replace=False)
             batch = torch.cat([batch[rows:], pool[torch.from_numpy(picks)]])
-        loss = kd_loss(draft, target, batch)
+        loss = distill_loss(draft, target, batch)[0]  # the loss the product's `model train --distill-from` uses
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), config.grad_clip)
