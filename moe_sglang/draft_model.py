@@ -18,6 +18,15 @@ SGLang's runner (a RaggedVerifyLayout read by the ragged-aware attention backend
     depth d    the frontier's paths (root excluded) with their tree mask, after prefix [0, seq_len] (root included)
 Chain nodes are written at their own positions' slots, so when drafts are accepted their draft KV stays valid.
 
+Stopping at a low margin (`draft`'s `stops`, chains only): a request's chain ends at the first draft whose
+probability is below `stop` times its runner-up's, and only the drafts above it are verified (none: the request
+decodes plainly in this step, its root fed to the draft cache). The drafts a verify rejects are mostly those where
+the draft model's top two tokens nearly tie: over the bench's batch-1 STANDALONE requests (moe-fine and its
+distilled draft, bench/results/oracle-s76) drafts whose probability was within 1.10x of the runner-up's were accepted
+0.35 of the time, the others 0.78-1.00 by decile; at batch 1 a rejected draft costs a verify that touches experts for
+nothing (a K = 4 step with a rejected draft ~24 ms against a ~8 ms plain step on moe-fine x48), one more
+draft forward ~0.9 ms.
+
 Judging (`judge`, asked by a policy through Decision.judge for a request at K = 0): the depth-1 forward alone, over
 the tokens the draft cache lacks, root included, with no draft built. Its prediction at position s is the draft
 token a chain rooted at s would have started with; where it equals the token the target emitted at s + 1, the next
@@ -46,6 +55,7 @@ request whose second output token the draft missed at p ~0.3).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -70,8 +80,10 @@ class DraftRequest:
 
     row: int  # index in the batch
     seq_len: int  # committed tokens (the root is at position seq_len)
-    depth_cap: int  # the deepest draft level it grows
+    depth_cap: int  # the deepest draft level it grows (after a stop: the depth it stopped at)
     tree: DraftTree
+    stop: float = 0.0  # its chain stops at a draft below this multiple of its runner-up's probability (0: never)
+    kept: int | None = None  # drafts kept after such a stop (the ones above it); None: no stop
 
 
 @dataclass
@@ -94,14 +106,23 @@ class DraftModelDrafter:
         draft cache that is in step): its lag behind the committed tokens."""
         return [max(s - self.seen.get(req.rid, 0), 0) for req, s in zip(batch.reqs, _seq_lens(batch), strict=True)]
 
-    def draft(self, batch, budgets: list[int]) -> tuple[DraftTrees, list[DraftRequest], int]:
+    def draft(
+        self, batch, budgets: list[int], stops: list[float] | None = None
+    ) -> tuple[DraftTrees, list[DraftRequest], int]:
         """Draft trees of the requests with budgets[i] > 0 (root-only rows for the others), the drafting requests,
-        and how many sequential draft forwards ran."""
+        and how many sequential draft forwards ran; `stops[i]`: request i's chain stops at a low margin (module
+        docstring; 0 or None: drafts to its budget)."""
         roots = [_tokens(req)[-1] for req in batch.reqs]
         trees = DraftTrees.roots_only(roots, self.stride)
         seq = _seq_lens(batch)
         drafting = [
-            DraftRequest(i, seq[i], min(k, self.max_depth), DraftTree(roots[i], self.topk))
+            DraftRequest(
+                i,
+                seq[i],
+                min(k, self.max_depth),
+                DraftTree(roots[i], self.topk),
+                stop=stops[i] if stops and self.topk == 1 else 0.0,
+            )  # fmt: skip
             for i, k in enumerate(budgets)
             if k > 0
         ]
@@ -110,11 +131,14 @@ class DraftModelDrafter:
         self._catch_up(batch, drafting)
         forwards = 1
         for depth in range(2, max(r.depth_cap for r in drafting) + 1):
-            self._grow(batch, [r for r in drafting if r.depth_cap >= depth])
+            growing = [r for r in drafting if r.depth_cap >= depth]
+            if not growing:  # every chain stopped
+                break
+            self._grow(batch, growing)
             forwards += 1
         tokens, mask, drafts = trees.tokens.reshape(-1, self.stride), trees.mask, list(trees.drafts)
         for r in drafting:
-            kept = r.tree.keep(budgets[r.row])
+            kept = r.tree.keep(budgets[r.row] if r.kept is None else min(budgets[r.row], r.kept))
             tokens[r.row], mask[r.row] = r.tree.dense_row(kept, self.stride)
             drafts[r.row] = len(kept)
         return DraftTrees(trees.tokens, mask, drafts), drafting, forwards
@@ -220,6 +244,7 @@ class DraftModelDrafter:
         logprobs = torch.log_softmax(self._forward(batch, drafting, parts, ends).float(), dim=-1)
         for r, row in zip(drafting, logprobs, strict=True):
             r.tree.expand(row[None])
+            _stop_at_low_margin(r, row)
 
     def _lag_part(self, req, seq_len: int) -> _Part:
         """The tokens [seen, seq_len] the draft cache lacks, root last, causal after prefix [0, seen)."""
@@ -255,7 +280,10 @@ class DraftModelDrafter:
         logits = self._forward(batch, drafting, parts, [row for rows in frontier_rows for row in rows])
         at = 0
         for r, rows in zip(drafting, frontier_rows, strict=True):
-            r.tree.expand(torch.log_softmax(logits[at : at + len(rows)].float(), dim=-1))
+            logprobs = torch.log_softmax(logits[at : at + len(rows)].float(), dim=-1)
+            r.tree.expand(logprobs)
+            if r.stop:  # chains: one row
+                _stop_at_low_margin(r, logprobs[0])
             at += len(rows)
 
     def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> torch.Tensor:
@@ -298,6 +326,17 @@ class _Part:
     slot_positions: list[int]  # req_to_token column whose KV slot each token's draft KV is written to
     mask: np.ndarray  # [len, len] bool: token j sees token k (ancestors and itself)
     chain: bool = False  # the mask is the lower triangle: token j sees tokens 0..j (DirectDraft.logits' `chain`)
+
+
+def _stop_at_low_margin(r: DraftRequest, logprobs: torch.Tensor) -> None:
+    """`logprobs` [V]: the draft's log-probabilities that gave the chain's newest draft; where that draft is below
+    r.stop times its runner-up, the chain stops at this depth with the drafts above it (module docstring)."""
+    if r.stop <= 0.0:
+        return
+    first, second = logprobs.topk(2).values.tolist()
+    if first - second < math.log(r.stop):
+        r.depth_cap = r.tree.depth
+        r.kept = r.depth_cap - 1
 
 
 def _chain_part(r: DraftRequest) -> _Part:

@@ -32,6 +32,8 @@ class StepPlan:
     # per request: K = 0 with nothing drafted, judged or asked until it has emitted this many tokens (0: not resting;
     # Decision.rest_until); () = nobody
     rest_until: tuple[int, ...] = ()
+    # per request: its drafter's stop at a low margin (Decision.draft_stop; 0: none); () = nobody
+    draft_stop: tuple[float, ...] = ()
 
 
 class PolicySet:
@@ -79,6 +81,7 @@ class PolicySet:
         ks = [max_k] * len(views)
         judge = [False] * len(views)
         rest = [0] * len(views)
+        stop = [0.0] * len(views)
         budgets: list[tuple[int, ...] | None] = []
         for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
@@ -96,6 +99,7 @@ class PolicySet:
                 ks[i] = min(d.verify_len, max_k)
                 judge[i] = judging and d.request_id in decision.judge
                 rest[i] = decision.rest_until[j] if decision.rest_until else 0
+                stop[i] = decision.draft_stop
             budgets.append(decision.expert_budget)
         for i, h in enumerate(hints):
             if h.max_k is not None:
@@ -107,6 +111,7 @@ class PolicySet:
             self._step_budget(budgets, hints),
             tuple(judge) if any(judge) else (),
             tuple(rest) if any(rest) else (),
+            tuple(stop) if any(stop) else (),
         )
 
     def _step_budget(self, budgets: list[tuple[int, ...] | None], hints: list[RequestHints]) -> tuple[int, ...] | None:

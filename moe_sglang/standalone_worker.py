@@ -142,7 +142,7 @@ def _decode(worker, batch, on_publish):
             accept_lens = [1] * len(batch.reqs)
         else:
             start = time.perf_counter()
-            trees, drafting, forwards = worker.drafter.draft(batch, list(plan.ks))
+            trees, drafting, forwards = worker.drafter.draft(batch, list(plan.ks), list(plan.draft_stop))
             step.draft_steps += forwards
             step.draft_backlog_tokens += sum(step.views[r.row].draft_backlog for r in drafting)
             step.draft_s += time.perf_counter() - start

@@ -58,9 +58,10 @@ def plan(
     expert_budget: tuple[int, ...] | None = None,
     judge: frozenset[str] = frozenset(),
     rest_until: tuple[int, ...] = (),
+    draft_stop: float = 0.0,
 ) -> Decision:
     """A decision that verifies every drafted token: verify_len = K, each K clamped to [0, batch.max_k]; `judge`,
-    `rest_until`: Decision's."""
+    `rest_until`, `draft_stop`: Decision's."""
     return Decision(
         requests=tuple(
             RequestDecision(r.request_id, k, k)
@@ -69,4 +70,5 @@ def plan(
         expert_budget=expert_budget,
         judge=judge,
         rest_until=rest_until,
+        draft_stop=draft_stop,
     )

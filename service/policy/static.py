@@ -1,6 +1,8 @@
 """`static`: the same draft length for every request, every step (the baseline most engines ship).
 
-Rule: K_r = min(k, max_k) for every request r; verify_len_r = K_r.
+Rule: K_r = min(k, max_k) for every request r; verify_len_r = K_r. With `draft_stop` (off by default, so that
+"static K" stays the baseline engines ship) a drafter that drafts depth by depth stops each chain at its first draft
+below draft_stop x its runner-up's probability (Decision.draft_stop).
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from service.policy.types import BatchView, Decision, StepStats
 
 
 class StaticPolicy:
-    def __init__(self, k: int = 3) -> None:
+    def __init__(self, k: int = 3, draft_stop: float = 0.0) -> None:
         if k < 0:
             raise ValueError(f"static k must be >= 0, got {k}")
+        if draft_stop != 0 and draft_stop < 1:
+            raise ValueError(f"static draft_stop must be 0 (off) or >= 1, got {draft_stop}")
         self.k = k  # draft tokens per request per step
+        self.draft_stop = draft_stop  # Decision.draft_stop
 
     def decide(self, batch: BatchView) -> Decision:
-        return plan(batch, [self.k] * len(batch.requests))
+        return plan(batch, [self.k] * len(batch.requests), draft_stop=self.draft_stop)
 
     def trim(self, batch: BatchView, decision: Decision) -> Decision:
         return decision

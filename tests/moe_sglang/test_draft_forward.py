@@ -7,6 +7,7 @@ LM head read as bfloat16 (`narrowed`)."""
 
 import copy
 import dataclasses
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -283,3 +284,42 @@ def test_a_judgement_given_the_steps_tokens_judges_each_root_too(hf, root_hit):
         expected += [(rid, k, a) for k, a in _replayed(hits, 3)]
     assert [(o.request_id, o.k, o.accepted) for o in shadow] == expected
     assert ran == sum(decode.seq_lens.tolist()) and made.seen == {"r0": len(A) + 7, "r1": len(B) + 5}
+
+
+def test_chains_stop_at_the_first_draft_near_its_runner_up(hf):
+    """A chain with a stop ratio ends at its first draft whose probability is below ratio x the runner-up's: the
+    drafts above it are kept (and are the draft model's greedy chain), no forward runs past it, and the draft cache
+    is valid up to them; a request without a stop drafts to its budget in the same step."""
+    from moe_sglang.draft_model import DraftModelDrafter
+
+    def margins(tokens, n):
+        out, gaps = [], []
+        for _ in range(n):
+            top = torch.log_softmax(reference(hf, tokens + out)[-1], -1).topk(2)
+            gaps.append(float(top.values[0] - top.values[1]))
+            out.append(int(top.indices[0]))
+        return gaps
+
+    # a request whose chain first falls below a threshold past its first draft (a deeper stop than the first)
+    cases = [
+        (g[d], d, i) for i, p in enumerate((A, B)) for g in [margins(p, 4)] for d in range(1, 4) if g[d] < min(g[:d])
+    ]
+    assert cases, "no chain of the fixture's model narrows past its first draft"
+    gap, stop_at, row = cases[0]
+    ratio = math.exp(gap + 1e-4)
+    prompts = [A, B] if row == 0 else [B, A]
+    batch = batch_of(prompts, [[], []], [len(p) - 1 for p in prompts])
+    drafter = DraftModelDrafter(worker=None, topk=1, max_depth=4, stride=5, direct=direct_of(hf))
+    drafter.reset(["r0", "r1"])
+    trees, drafting, forwards = drafter.draft(batch, [4, 2], [ratio, 0.0])
+    assert list(trees.drafts) == [stop_at, 2]
+    assert drafting[0].kept == stop_at and drafting[0].depth_cap == stop_at + 1 and drafting[1].kept is None
+    assert forwards == max(stop_at + 1, 2)
+    assert [n.token for n in drafting[0].tree.nodes[1 : stop_at + 1]] == greedy(hf, prompts[0], stop_at)
+    drafter.accepted(batch, drafting, [stop_at, 0])
+    assert drafter.seen == {"r0": len(prompts[0]) + stop_at, "r1": len(prompts[1])}
+
+    again = DraftModelDrafter(worker=None, topk=1, max_depth=4, stride=5, direct=direct_of(hf))
+    again.reset(["r0", "r1"])
+    same, _, _ = again.draft(batch, [4, 2], [1.0, 1.0])  # a ratio of 1 stops nothing
+    assert list(same.drafts) == [4, 2]

@@ -193,6 +193,36 @@ def test_a_rest_is_passed_on_only_where_k_stays_0(monkeypatch):
     assert plan.ks == (0, 1) and plan.rest_until == (5, 0)
 
 
+def test_a_policys_draft_stop_reaches_its_own_rows_only(monkeypatch):
+    """StepPlan.draft_stop: each request gets the Decision.draft_stop of the policy that decided it (moe-serve's default,
+    1.1, on its rows after its first step, a plain warm-up; static and rows no policy decides: none), and a StepPlan
+    without any is ()."""
+    from service.policy.moe_serve import MoeServePolicy
+
+    hints = [RequestHints(policy="moe-serve"), RequestHints(policy="static"), RequestHints(policy="sglang")]
+    ps = PolicySet(SHAPE)
+    assert ps.plan(0.0, views(3), hints, max_k=3).draft_stop == ()  # moe-serve's warm-up step
+    ps.get("moe-serve")._steps = 1  # as after observing its first step
+    plan = ps.plan(0.0, views(3), hints, max_k=3)
+    assert plan.draft_stop == (MoeServePolicy().draft_stop, 0.0, 0.0) and plan.draft_stop[0] == 1.1
+    assert PolicySet(SHAPE).plan(0.0, views(2), hints[1:], max_k=3).draft_stop == ()
+    off = PolicySet(SHAPE, {"moe-serve": {"draft_stop": 0.0}})
+    off.get("moe-serve")._steps = 1
+    assert off.plan(0.0, views(1), hints[:1], max_k=3).draft_stop == ()
+
+
+@pytest.mark.parametrize("stop", [-1.0, 0.5, 0.99])
+def test_a_draft_stop_below_1_is_refused(stop):
+    """A ratio below 1 would stop nothing (a draft is the draft model's top token); 0 is off."""
+    from service.policy import Decision
+    from service.policy.moe_serve import MoeServePolicy
+
+    with pytest.raises(ValueError, match="draft_stop"):
+        Decision(requests=(), draft_stop=stop)
+    with pytest.raises(ValueError, match="draft_stop"):
+        MoeServePolicy(draft_stop=stop)
+
+
 def test_a_resting_request_steps_as_if_capped_at_k0_until_its_rest_ends(monkeypatch):
     """StepPlan.rest_until: a resting request's hints cap K at 0 (no policy view of a request that may draft; NGRAM
     still judges its draft, test_plain_burst.py) until it has emitted that many tokens; a batch of resting requests

@@ -216,3 +216,25 @@ def test_standalone_judges_its_draft_model_without_a_verify(
         assert accepted == judged, (accepted, judged)
     else:
         assert accepted <= 0.2 * judged, (accepted, judged)
+
+
+def test_chains_that_all_stop_at_their_first_draft_decode_as_plain(plain_outputs, tiny_models, engine_pool, tmp_path):
+    """Static K = 3 on the dense draft (its direct forward) with a draft_stop no draft passes (draft_model.py,
+    stopping at a low margin): every chain stops at its first draft, so each speculative step verifies the requests'
+    roots alone (a verify with no drafts in it). The output is plain decoding's; the step log shows speculative
+    steps that verified nothing. (Stops part way down a chain: test_draft_forward.py.)"""
+    config = spec_config("standalone-dense-chain", tiny_models)
+    steps = tmp_path / "steps.jsonl"
+    params = '{"static": {"k": 3, "draft_stop": 1e300}}'  # the echo draft's margins: up to tens of nats
+    config = replace(config, settings=replace(config.settings, policy_params_json=params, step_log=str(steps)))
+    url = engine_pool.url(config)
+    custom = {"moe_serve": {"policy": "static"}}
+    rids = set()
+    for (prompt, length), expected in plain_outputs.items():
+        out = generate(url, list(prompt), length, ignore_eos=True, custom_params=custom)
+        assert out["output_ids"] == expected, f"prompt {prompt[:6]}... diverged from plain decoding"
+        rids.add(out["meta_info"]["id"])
+    # this test's requests (the engine pool's warm-up request has no hints: SGLang's full depth, no stop)
+    speculative = [s for s in read_steps(steps) if not s["plain"] and set(s["rids"]) <= rids]
+    assert speculative and all(s["k"] == [3] * len(s["rids"]) for s in speculative), speculative[:3]
+    assert all(v == 0 for s in speculative for v in s["verified"]), speculative[:3]

@@ -13,3 +13,12 @@ def test_static_k_clamped_to_engine_max(k, max_k, expected):
 def test_static_rejects_negative_k():
     with pytest.raises(ValueError):
         StaticPolicy(-1)
+
+
+def test_static_draft_stop_is_off_unless_asked():
+    """Static K stays SGLang's static K by default; an operator's draft_stop reaches every decision; below 1 (where
+    no draft could be stopped) it is refused."""
+    assert StaticPolicy(k=3).decide(batch(2, max_k=4)).draft_stop == 0.0
+    assert StaticPolicy(k=3, draft_stop=1.2).decide(batch(2, max_k=4)).draft_stop == 1.2
+    with pytest.raises(ValueError, match="draft_stop"):
+        StaticPolicy(k=3, draft_stop=0.5)
