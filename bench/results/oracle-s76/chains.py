@@ -28,6 +28,7 @@ with torch.no_grad():
     for task, rows in hits.items():
         result[task] = []
         for ids, row in zip(prompts[task], rows, strict=False):
+            ids = row.get("prompt", ids)  # hits.py's own prompts where it kept them
             cont, chains = row["continuation"], []
             for j in range(TOKENS - 1):
                 x, drafted, probs, seconds = ids + cont[: j + 1], [], [], []

@@ -3,7 +3,9 @@ tokens (transformers, float32, the vocabulary whole: the engine's ignore_eos doe
 output root j = 0..30, whether the dense draft's greedy prediction after tokens [0, P + j] equals the target's token
 P + j + 1: a chain drafted at root j is accepted for the run of hits from j (a greedy chain verify; the draft's
 context is the target's tokens as long as its drafts are accepted).
-usage: PYTHONPATH=. python bench/results/oracle-s76/hits.py OUT.json"""
+With COUNT FIRST LAST: prompts FIRST..LAST-1 of prompt_sets(COUNT, 400) instead (the bench's: 8 0 3); each row keeps
+its prompt's token ids.
+usage: PYTHONPATH=. python bench/results/oracle-s76/hits.py OUT.json [COUNT FIRST LAST]"""
 
 import json
 import sys
@@ -21,7 +23,8 @@ torch.set_num_threads(2)
 setup = deciding_setup()
 target = AutoModelForCausalLM.from_pretrained(str(setup.model), dtype=torch.float32).eval()
 draft = AutoModelForCausalLM.from_pretrained(str(setup.draft_model), dtype=torch.float32).eval()
-texts = prompt_sets(8, 400)
+count, first, last = (int(x) for x in sys.argv[2:5]) if len(sys.argv) > 4 else (8, 0, 3)
+texts = prompt_sets(count, 400)
 prompts = as_token_ids(
     {t: texts[t] for t in ("code", "math", "prose")}, setup.model, min(PROMPT_TOKENS, 256 - TOKENS - 1)
 )
@@ -42,10 +45,10 @@ result = {}
 with torch.no_grad():
     for task, rows in prompts.items():
         result[task] = []
-        for ids in rows[:3]:
+        for ids in rows[first:last]:
             cont = greedy(ids)
             pred = draft(input_ids=torch.tensor([ids + cont])).logits[0].argmax(-1).tolist()
             hits = [pred[len(ids) + j] == cont[j + 1] for j in range(TOKENS - 1)]
-            result[task].append({"prompt_tokens": len(ids), "continuation": cont, "hits": hits})
+            result[task].append({"prompt_tokens": len(ids), "prompt": ids, "continuation": cont, "hits": hits})
             print(task, len(ids), "".join("1" if h else "." for h in hits), flush=True)
 Path(sys.argv[1]).write_text(json.dumps(result, indent=1))

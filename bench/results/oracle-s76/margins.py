@@ -51,6 +51,7 @@ firsts = []
 with torch.no_grad():
     for task, rows in hits.items():
         for ids, row, request in zip(prompts[task], rows, chains[task], strict=False):
+            ids = row.get("prompt", ids)  # hits.py's own prompts where it kept them
             logprobs = torch.log_softmax(target(input_ids=torch.tensor([ids + row["continuation"]])).logits[0], -1)
             for j, c in enumerate(request):
                 top = logprobs[len(ids) + j - 1].topk(2).values

@@ -1,6 +1,6 @@
 """Scratch (76th session): a run's static-4, static-stop and k0 steps by drafts verified and whether all were accepted
 (median wall, draft, verify, other ms), and the simulated batch-1 TPOT (decode steps' wall / 31) at these prices of
-static K = 4, the margin stop at 1.1 and a perfect stop (at the first draft the target rejects), from chains.json.
+static K = 4, the margin stop at ratios 1.05-1.5 and a perfect stop (at the first draft the target rejects), from chains.json.
 usage: python prices.py RUN_DIR chains.json"""
 
 import collections
@@ -55,16 +55,19 @@ def simulated(task, rule):
     return statistics.mean(per_request)
 
 
-def margin_stop(c):
-    return next((d for d, (p, q) in enumerate(zip(c["probs"], c["second"], strict=True)) if p < 1.1 * q), 4)
+def margin_stop(ratio):
+    def rule(c):
+        return next((d for d, (p, q) in enumerate(zip(c["probs"], c["second"], strict=True)) if p < ratio * q), 4)
+
+    return rule
 
 
-print("simulated batch-1 TPOT ms at these prices: plain step, static-4, stop at 1.1, perfect stop")
+RATIOS = (1.05, 1.1, 1.2, 1.3, 1.5)
+print(
+    f"simulated batch-1 TPOT ms at these prices: plain step, static-4, stop at {', '.join(map(str, RATIOS))}, perfect"
+)
 for task in ("code", "math", "prose"):
     plain = statistics.median(prices[(task, "plain", None)])
-    cells = [
-        simulated(task, lambda c: 4),
-        simulated(task, margin_stop),
-        simulated(task, lambda c: min(c["accepted"], 4)),
-    ]
+    cells = [simulated(task, lambda c: 4), *(simulated(task, margin_stop(r)) for r in RATIOS)]
+    cells.append(simulated(task, lambda c: min(c["accepted"], 4)))
     print(f"  {task}: {plain:.2f}, " + ", ".join(f"{x:.2f}" for x in cells))
