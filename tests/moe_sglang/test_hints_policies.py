@@ -193,7 +193,7 @@ def test_a_rest_is_passed_on_only_where_k_stays_0(monkeypatch):
     assert plan.ks == (0, 1) and plan.rest_until == (5, 0)
 
 
-def test_a_policys_draft_stop_reaches_its_own_rows_only(monkeypatch):
+def test_a_policys_draft_stop_reaches_its_own_rows_only():
     """StepPlan.draft_stop: each request gets the Decision.draft_stop of the policy that decided it (moe-serve's default,
     1.1, on its rows after its first step, a plain warm-up; static and rows no policy decides: none), and a StepPlan
     without any is ()."""
@@ -213,7 +213,8 @@ def test_a_policys_draft_stop_reaches_its_own_rows_only(monkeypatch):
 
 @pytest.mark.parametrize("stop", [-1.0, 0.5, 0.99])
 def test_a_draft_stop_below_1_is_refused(stop):
-    """A ratio below 1 would stop nothing (a draft is the draft model's top token); 0 is off."""
+    """A ratio below 1 could stop nothing (a draft is the draft model's top token, at least its runner-up): a
+    misreading (a probability, say) is refused; 0 is off."""
     from service.policy import Decision
     from service.policy.moe_serve import MoeServePolicy
 
