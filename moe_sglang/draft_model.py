@@ -244,7 +244,7 @@ class DraftModelDrafter:
         logprobs = torch.log_softmax(self._forward(batch, drafting, parts, ends).float(), dim=-1)
         for r, row in zip(drafting, logprobs, strict=True):
             r.tree.expand(row[None])
-            _stop_at_low_margin(r, row)
+        _stop_at_low_margins(drafting, logprobs)
 
     def _lag_part(self, req, seq_len: int) -> _Part:
         """The tokens [seen, seq_len] the draft cache lacks, root last, causal after prefix [0, seen)."""
@@ -278,13 +278,13 @@ class DraftModelDrafter:
             frontier_rows.append([offset + index[f] for f in r.tree.frontier])
             offset += len(nodes)
         logits = self._forward(batch, drafting, parts, [row for rows in frontier_rows for row in rows])
-        at = 0
+        at, newest = 0, []
         for r, rows in zip(drafting, frontier_rows, strict=True):
             logprobs = torch.log_softmax(logits[at : at + len(rows)].float(), dim=-1)
             r.tree.expand(logprobs)
-            if r.stop:  # chains: one row
-                _stop_at_low_margin(r, logprobs[0])
+            newest.append(logprobs[0])  # a chain's one row (stops apply to chains only)
             at += len(rows)
+        _stop_at_low_margins(drafting, newest)
 
     def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> torch.Tensor:
         """One forward of the draft model over the drafting requests' parts (the direct one, draft_forward.py, or a
@@ -328,15 +328,19 @@ class _Part:
     chain: bool = False  # the mask is the lower triangle: token j sees tokens 0..j (DirectDraft.logits' `chain`)
 
 
-def _stop_at_low_margin(r: DraftRequest, logprobs: torch.Tensor) -> None:
-    """`logprobs` [V]: the draft's log-probabilities that gave the chain's newest draft; where that draft is below
-    r.stop times its runner-up, the chain stops at this depth with the drafts above it (module docstring)."""
-    if r.stop <= 0.0:
+def _stop_at_low_margins(drafting: list[DraftRequest], logprobs) -> None:
+    """`logprobs[i]` [V]: the draft's log-probabilities that gave request i's newest draft (a tensor [R, V] or a list
+    of rows); where that draft is below r.stop times its runner-up, the chain stops at this depth with the drafts
+    above it (module docstring). One top-2 over the rows of the requests that may stop."""
+    rows = [i for i, r in enumerate(drafting) if r.stop > 0.0]
+    if not rows:
         return
-    first, second = logprobs.topk(2).values.tolist()
-    if first - second < math.log(r.stop):
-        r.depth_cap = r.tree.depth
-        r.kept = r.depth_cap - 1
+    top = torch.stack([logprobs[i] for i in rows]).topk(2, dim=-1).values.tolist()
+    for i, (first, second) in zip(rows, top, strict=True):
+        r = drafting[i]
+        if first - second < math.log(r.stop):
+            r.depth_cap = r.tree.depth
+            r.kept = r.depth_cap - 1
 
 
 def _chain_part(r: DraftRequest) -> _Part:
