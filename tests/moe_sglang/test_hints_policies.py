@@ -200,14 +200,11 @@ def test_a_policys_draft_stop_reaches_its_own_rows_only():
     from service.policy.moe_serve import MoeServePolicy
 
     hints = [RequestHints(policy="moe-serve"), RequestHints(policy="static"), RequestHints(policy="sglang")]
-    ps = PolicySet(SHAPE)
-    assert ps.plan(0.0, views(3), hints, max_k=3).draft_stop == ()  # moe-serve's warm-up step
-    ps.get("moe-serve")._steps = 1  # as after observing its first step
-    plan = ps.plan(0.0, views(3), hints, max_k=3)
+    assert PolicySet(SHAPE).plan(0.0, views(3), hints, max_k=3).draft_stop == ()  # moe-serve's warm-up step
+    plan = PolicySet(SHAPE, {"moe-serve": {"warm_up": False}}).plan(0.0, views(3), hints, max_k=3)
     assert plan.draft_stop == (MoeServePolicy().draft_stop, 0.0, 0.0) and plan.draft_stop[0] == 1.1
     assert PolicySet(SHAPE).plan(0.0, views(2), hints[1:], max_k=3).draft_stop == ()
-    off = PolicySet(SHAPE, {"moe-serve": {"draft_stop": 0.0}})
-    off.get("moe-serve")._steps = 1
+    off = PolicySet(SHAPE, {"moe-serve": {"warm_up": False, "draft_stop": 0.0}})
     assert off.plan(0.0, views(1), hints[:1], max_k=3).draft_stop == ()
 
 
