@@ -175,25 +175,30 @@ class DirectDraft:
         mask: torch.Tensor,  # [sum ext_b^2] bool: request b's [ext_b, ext_b] row-major block, token i sees token j
         logit_rows: torch.Tensor,  # [R] int64, the rows of `tokens` whose logits are returned
         chain: bool = False,  # every block of `mask` is its lower triangle (each request's tokens a chain)
-    ) -> torch.Tensor:
-        """Logits [R, vocab] of the draft model at `logit_rows`; every token's K/V is written to its slot. Labelled
-        for SGLang's profiler as its draft model's forwards are (`step[DRAFT ...]`, bench.step_profile reads it)."""
+        hidden: bool = False,  # also return the final hidden states at `logit_rows` (the LM head's input)
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Logits [R, vocab] of the draft model at `logit_rows` (with `hidden`: and its final hidden states [R, H]);
+        every token's K/V is written to its slot. Labelled for SGLang's profiler as its draft model's forwards are
+        (`step[DRAFT ...]`, bench.step_profile reads it)."""
         with torch.profiler.record_function(f"step[DRAFT bs={len(ext_lens)} direct]"):
-            return self._logits(
+            normed, lm_head = self._hidden(
                 tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows,
                 chain,
             )  # fmt: skip
+            logits = self.plan.mm(normed, lm_head)[:, : self.vocab]
+            return (logits, normed) if hidden else logits
 
-    def _logits(
+    def _hidden(
         self, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens, mask, logit_rows,
         chain=False,
     ):  # fmt: skip
+        """The final hidden states [R, H] at `logit_rows` (after the last norm) and the LM head weight to read."""
         layers, lm_head = self.layers, self.lm_head
         few = len(tokens) <= MAX_ROWS
         if self.narrow is not None and few:
             layers, lm_head = self.narrow
         if self.attention_op and req_to_token.dtype == torch.int32 and (max(ext_lens) == 1 or (chain and few)):
-            return self._op_logits(
+            return self._op_hidden(
                 layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens,
                 logit_rows,
             )  # fmt: skip
@@ -211,13 +216,13 @@ class DirectDraft:
             x = rms_norm(h, layer.input_norm, self.eps)
             h = h + ragged_attention(x, layer.qkv, layer.o, layer.layer_id, pool, rows, dims, cos, sin, mm)
             h = self._mlp(layer, h)
-        return mm(rms_norm(h[logit_rows], self.norm, self.eps), lm_head)[:, : self.vocab]
+        return rms_norm(h[logit_rows], self.norm, self.eps), lm_head
 
-    def _op_logits(
+    def _op_hidden(
         self, layers, lm_head, tokens, positions, out_cache_loc, req_to_token, pool_rows, prefix_lens, ext_lens,
         logit_rows,
     ):  # fmt: skip
-        """_logits where every request's tokens are a chain (one token each included): its attention sublayers by
+        """_hidden where every request's tokens are a chain (one token each included): its attention sublayers by
         the C++ op (token j of a request sees its committed slots and its tokens 0..j)."""
         plan = self.plan
         prefixes = torch.as_tensor(prefix_lens, dtype=torch.int64)
@@ -232,7 +237,7 @@ class DirectDraft:
                 plan.kinds(*layer.qkv.shape), plan.kinds(*layer.o.shape),
             )  # fmt: skip
             h = self._mlp(layer, h)
-        return plan.mm(rms_norm(h[logit_rows], self.norm, self.eps), lm_head)[:, : self.vocab]
+        return rms_norm(h[logit_rows], self.norm, self.eps), lm_head
 
     def _mlp(self, layer: DraftLayer, h: torch.Tensor) -> torch.Tensor:
         """h + the gated MLP sublayer's output."""

@@ -18,14 +18,8 @@ SGLang's runner (a RaggedVerifyLayout read by the ragged-aware attention backend
     depth d    the frontier's paths (root excluded) with their tree mask, after prefix [0, seq_len] (root included)
 Chain nodes are written at their own positions' slots, so when drafts are accepted their draft KV stays valid.
 
-Stopping at a low margin (`draft`'s `stops`, chains only): a request's chain ends at the first draft whose
-probability is below `stop` times its runner-up's, and only the drafts above it are verified (none: the request
-decodes plainly in this step, its root fed to the draft cache). The drafts a verify rejects are mostly those where
-the draft model's top two tokens nearly tie: over the bench's batch-1 STANDALONE requests (moe-fine and its
-distilled draft, bench/results/oracle-s76) drafts whose probability was within 1.10x of the runner-up's were accepted
-0.35 of the time, the others 0.78-1.00 by decile; at batch 1 a rejected draft costs a verify that touches experts for
-nothing (a K = 4 step with a rejected draft ~24 ms against a ~8 ms plain step on moe-fine x48), one more
-draft forward ~0.9 ms.
+Stopping a chain where the target will likely reject it (`draft`'s `stops` and `accept_stops`, chains only):
+draft_stop.py.
 
 Judging (`judge`, asked by a policy through Decision.judge for a request at K = 0): the depth-1 forward alone, over
 the tokens the draft cache lacks, root included, with no draft built. Its prediction at position s is the draft
@@ -55,7 +49,6 @@ request whose second output token the draft missed at p ~0.3).
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,10 +56,12 @@ import numpy as np
 import torch
 
 from moe_sglang.draft_forward import DirectDraft
+from moe_sglang.draft_stop import stop_unlikely
 from moe_sglang.draft_thread import AT_ONCE, Beside
 from moe_sglang.draft_tree import DraftTree
 from moe_sglang.ragged import verify_layout
 from moe_sglang.verify import DraftTrees
+from service.models.accept_head import AcceptHead
 from service.policy import ShadowOutcome
 
 # The longest context a prefill's catch-up runs beside the target's prefill (prefill_later): its forward attends
@@ -83,6 +78,7 @@ class DraftRequest:
     depth_cap: int  # the deepest draft level it grows (after a stop: the depth it stopped at)
     tree: DraftTree
     stop: float = 0.0  # its chain stops at a draft below this multiple of its runner-up's probability (0: never)
+    accept_stop: float = 0.0  # ... at a draft the acceptance head gives below this probability (0: never)
     kept: int | None = None  # drafts kept after such a stop (the ones above it); None: no stop
 
 
@@ -95,6 +91,7 @@ class DraftModelDrafter:
     seen: dict[str, int] = field(default_factory=dict)  # rid -> [0, seen) of its positions are in the draft cache
     rows_selected: bool = False  # its logits processor computes only the rows a forward asks for (SelectedLogits)
     direct: DirectDraft | None = None  # the forward without SGLang's runner (draft_forward.py); None: the runner
+    head: AcceptHead | None = None  # the draft's acceptance head (draft_stop.py); used on the direct forward only
 
     def reset(self, rids: list[str]) -> None:
         """Prefill (or re-prefill after a retraction): nothing of these requests is in the draft cache yet."""
@@ -107,11 +104,12 @@ class DraftModelDrafter:
         return [max(s - self.seen.get(req.rid, 0), 0) for req, s in zip(batch.reqs, _seq_lens(batch), strict=True)]
 
     def draft(
-        self, batch, budgets: list[int], stops: list[float] | None = None
+        self, batch, budgets: list[int], stops: list[float] | None = None, accept_stops: list[float] | None = None
     ) -> tuple[DraftTrees, list[DraftRequest], int]:
         """Draft trees of the requests with budgets[i] > 0 (root-only rows for the others), the drafting requests,
-        and how many sequential draft forwards ran; `stops[i]`: request i's chain stops at a low margin (module
-        docstring; 0 or None: drafts to its budget)."""
+        and how many sequential draft forwards ran; `stops[i]`, `accept_stops[i]`: where request i's chain stops
+        (draft_stop.py; 0 or None: it drafts to its budget)."""
+        chains = self.topk == 1
         roots = [_tokens(req)[-1] for req in batch.reqs]
         trees = DraftTrees.roots_only(roots, self.stride)
         seq = _seq_lens(batch)
@@ -121,7 +119,8 @@ class DraftModelDrafter:
                 seq[i],
                 min(k, self.max_depth),
                 DraftTree(roots[i], self.topk),
-                stop=stops[i] if stops and self.topk == 1 else 0.0,
+                stop=stops[i] if stops and chains else 0.0,
+                accept_stop=accept_stops[i] if accept_stops and chains else 0.0,
             )  # fmt: skip
             for i, k in enumerate(budgets)
             if k > 0
@@ -184,7 +183,7 @@ class DraftModelDrafter:
             inputs = _direct_inputs(batch, judged, parts, logit_rows)
             predicted = beside(lambda: self.direct.logits(*inputs).argmax(dim=-1).tolist())
         else:  # SGLang's runner reads the batch and its runner's state: on this thread
-            ran = self._forward(batch, judged, parts, logit_rows).argmax(dim=-1).tolist()
+            ran = self._forward(batch, judged, parts, logit_rows)[0].argmax(dim=-1).tolist()
             predicted = lambda: ran  # noqa: E731
         ran_tokens = sum(len(p.tokens) for p in parts) - len(judged)
 
@@ -241,10 +240,15 @@ class DraftModelDrafter:
         """Depth 1: the tokens the draft cache lacks, the root last; its logits give the first draft level."""
         parts = [self._lag_part(batch.reqs[r.row], r.seq_len) for r in drafting]
         ends = (np.cumsum([len(p.tokens) for p in parts]) - 1).tolist()
-        logprobs = torch.log_softmax(self._forward(batch, drafting, parts, ends).float(), dim=-1)
+        logits, hidden = self._forward(batch, drafting, parts, ends, hidden=self._wants_hidden(drafting))
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
         for r, row in zip(drafting, logprobs, strict=True):
             r.tree.expand(row[None])
-        _stop_at_low_margins(drafting, logprobs)
+        stop_unlikely(drafting, logprobs, hidden, self.head)
+
+    def _wants_hidden(self, drafting: list[DraftRequest]) -> bool:
+        """Whether this forward keeps the final hidden states: a request asks the head (draft_stop.py)."""
+        return self.head is not None and self.direct is not None and any(r.accept_stop > 0 for r in drafting)
 
     def _lag_part(self, req, seq_len: int) -> _Part:
         """The tokens [seen, seq_len] the draft cache lacks, root last, causal after prefix [0, seen)."""
@@ -277,24 +281,30 @@ class DraftModelDrafter:
             parts.append(_Part(r.seq_len + 1, tokens, positions, slots, mask))
             frontier_rows.append([offset + index[f] for f in r.tree.frontier])
             offset += len(nodes)
-        logits = self._forward(batch, drafting, parts, [row for rows in frontier_rows for row in rows])
+        rows_out = [row for rows in frontier_rows for row in rows]
+        logits, hidden = self._forward(batch, drafting, parts, rows_out, hidden=self._wants_hidden(drafting))
         at, newest = 0, []
         for r, rows in zip(drafting, frontier_rows, strict=True):
             logprobs = torch.log_softmax(logits[at : at + len(rows)].float(), dim=-1)
             r.tree.expand(logprobs)
-            newest.append(logprobs[0])  # a chain's one row (stops apply to chains only)
+            newest.append(logprobs[0])  # a chain's one row (stops apply to chains only, so `hidden` aligns)
             at += len(rows)
-        _stop_at_low_margins(drafting, newest)
+        stop_unlikely(drafting, newest, hidden, self.head)
 
-    def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> torch.Tensor:
+    def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int], hidden=False):
         """One forward of the draft model over the drafting requests' parts (the direct one, draft_forward.py, or a
         TARGET_VERIFY forward through SGLang's runner); the logits of `logit_rows` (indices into the parts' tokens
-        laid end to end), [len(rows), V] (`SelectedLogits` on the runner's path)."""
+        laid end to end), [len(rows), V] (`SelectedLogits` on the runner's path), and with `hidden` the final hidden
+        states there [len(rows), H] (None without, and on the runner's path)."""
+        if self.direct is None:
+            return self._runner_forward(batch, drafting, parts, logit_rows), None
+        out = self.direct.logits(*_direct_inputs(batch, drafting, parts, logit_rows), hidden=hidden)
+        return out if hidden else (out, None)
+
+    def _runner_forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]):
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
         from sglang.srt.speculative.ngram_info import NgramVerifyInput
 
-        if self.direct is not None:
-            return self.direct.logits(*_direct_inputs(batch, drafting, parts, logit_rows))
         device = batch.device
         lens = [len(p.tokens) for p in parts]
         tokens = torch.as_tensor([t for p in parts for t in p.tokens], dtype=torch.int64, device=device)
@@ -326,21 +336,6 @@ class _Part:
     slot_positions: list[int]  # req_to_token column whose KV slot each token's draft KV is written to
     mask: np.ndarray  # [len, len] bool: token j sees token k (ancestors and itself)
     chain: bool = False  # the mask is the lower triangle: token j sees tokens 0..j (DirectDraft.logits' `chain`)
-
-
-def _stop_at_low_margins(drafting: list[DraftRequest], logprobs) -> None:
-    """`logprobs[i]` [V]: the draft's log-probabilities that gave request i's newest draft (a tensor [R, V] or a list
-    of rows); where that draft is below r.stop times its runner-up, the chain stops at this depth with the drafts
-    above it (module docstring). One top-2 over the rows of the requests that may stop."""
-    rows = [i for i, r in enumerate(drafting) if r.stop > 0.0]
-    if not rows:
-        return
-    top = torch.stack([logprobs[i] for i in rows]).topk(2, dim=-1).values.tolist()
-    for i, (first, second) in zip(rows, top, strict=True):
-        r = drafting[i]
-        if first - second < math.log(r.stop):
-            r.depth_cap = r.tree.depth
-            r.kept = r.depth_cap - 1
 
 
 def _chain_part(r: DraftRequest) -> _Part:

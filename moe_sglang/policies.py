@@ -34,6 +34,8 @@ class StepPlan:
     rest_until: tuple[int, ...] = ()
     # per request: its drafter's stop at a low margin (Decision.draft_stop; 0: none); () = nobody
     draft_stop: tuple[float, ...] = ()
+    # per request: its drafter's stop at a low predicted acceptance (Decision.accept_stop; 0: none); () = nobody
+    accept_stop: tuple[float, ...] = ()
 
 
 class PolicySet:
@@ -82,6 +84,7 @@ class PolicySet:
         judge = [False] * len(views)
         rest = [0] * len(views)
         stop = [0.0] * len(views)
+        accept_stop = [0.0] * len(views)
         budgets: list[tuple[int, ...] | None] = []
         for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
@@ -100,6 +103,7 @@ class PolicySet:
                 judge[i] = judging and d.request_id in decision.judge
                 rest[i] = decision.rest_until[j] if decision.rest_until else 0
                 stop[i] = decision.draft_stop
+                accept_stop[i] = decision.accept_stop
             budgets.append(decision.expert_budget)
         for i, h in enumerate(hints):
             if h.max_k is not None:
@@ -112,6 +116,7 @@ class PolicySet:
             tuple(judge) if any(judge) else (),
             tuple(rest) if any(rest) else (),
             tuple(stop) if any(stop) else (),
+            tuple(accept_stop) if any(accept_stop) else (),
         )
 
     def _step_budget(self, budgets: list[tuple[int, ...] | None], hints: list[RequestHints]) -> tuple[int, ...] | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import torch
 
@@ -31,6 +32,7 @@ from moe_sglang.settings import EngineSettings
 from moe_sglang.step import SpecRuntime, model_shape
 from moe_sglang.verify import plain_step, verify_step
 from service.kernels.small_gemm import MAX_ROWS
+from service.models.accept_head import AcceptHead
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,7 @@ def worker_class():
                 self.settings, model_shape(target_worker.model_config), request_stats=plugin.STATE.request_stats
             )
             self.beside = Beside.for_setting(self.settings.draft_thread)  # draft forwards beside the target's
+            self._draft_path = server_args.speculative_draft_model_path  # its acceptance head's place (_accept_head)
             self.drafter = DraftModelDrafter(
                 self._draft_worker.draft_worker,
                 self.topk,
@@ -59,6 +62,7 @@ def worker_class():
             _ragged_draft_backend(self._draft_worker.draft_runner)
             # here, not in __init__: SGLang allocates the KV pools between the two (scheduler.init_model_worker)
             self.drafter.direct = _direct_draft(self.settings, self._draft_worker.draft_runner)
+            self.drafter.head = _accept_head(self._draft_path, self.drafter.direct)
             if self.drafter.direct is not None and self.beside.threaded:
                 logger.info("draft model: prompt catch-ups and judgements on a thread beside the target's forwards")
 
@@ -70,6 +74,18 @@ def worker_class():
             return _decode(self, batch, on_publish)
 
     return MoeServeStandaloneWorker
+
+
+def _accept_head(draft_path: str, direct: DirectDraft | None) -> AcceptHead | None:
+    """The draft's acceptance head (service/models/accept_head.py) where its checkpoint has one and the direct forward
+    (which hands the head its hidden states) runs; the engine log says which stop the draft's chains get."""
+    head = AcceptHead.load(Path(draft_path)) if direct is not None else None
+    if head is not None and head.hidden_size != direct.norm.numel():
+        raise ValueError(f"{draft_path}: an acceptance head of hidden size {head.hidden_size}, the draft's differs")
+    logger.info(
+        "draft model: chains stop by %s", "its acceptance head where asked" if head else "the top-2 margin where asked"
+    )
+    return head
 
 
 def _direct_draft(settings: EngineSettings, draft_runner) -> DirectDraft | None:
@@ -142,7 +158,9 @@ def _decode(worker, batch, on_publish):
             accept_lens = [1] * len(batch.reqs)
         else:
             start = time.perf_counter()
-            trees, drafting, forwards = worker.drafter.draft(batch, list(plan.ks), list(plan.draft_stop))
+            trees, drafting, forwards = worker.drafter.draft(
+                batch, list(plan.ks), list(plan.draft_stop), list(plan.accept_stop)
+            )
             step.draft_steps += forwards
             step.draft_backlog_tokens += sum(step.views[r.row].draft_backlog for r in drafting)
             step.draft_s += time.perf_counter() - start

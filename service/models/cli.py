@@ -1,4 +1,4 @@
-"""`moe-serve model {corpus,train,draft,inflate,stats,eval,card}`: build, train and inspect the embedded MoE (issue 3).
+"""`moe-serve model {corpus,train,draft,accept-head,inflate,stats,eval,card}`: build, train and inspect the embedded MoE (issue 3).
 
 Cheap to import: heavy modules are imported inside the handlers.
 """
@@ -67,6 +67,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="INT4 group (default: 128, or the largest of 64/32 the widths allow)",
     )
 
+    head = sub.add_parser("accept-head", help="fit a dense draft's acceptance head (accept_head.py) beside it")
+    head.add_argument("--target", type=Path, default=ASSETS / "moe-fine", help="the target's HF checkpoint")
+    head.add_argument(
+        "--draft", type=Path, default=ASSETS / "moe-fine-draft", help="the draft's; the head is written here"
+    )
+    head.add_argument("--prompts", type=int, default=200, help="training prompts per corpus domain")
+    head.add_argument("--tokens", type=int, default=48, help="the target's greedy tokens per prompt")
+    head.add_argument("--held-out", type=int, default=60, help="held-out prompts per domain the report reads it on")
+    head.add_argument("--seed", type=int, default=7)
+    head.add_argument("--threads", type=int, default=2)
+
     inflate = sub.add_parser("inflate", help="widen experts with zero units (function-preserving)")
     inflate.add_argument("--src", type=Path, default=ASSETS / "moe-tiny")
     inflate.add_argument("--out", type=Path, required=True)
@@ -115,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         "corpus": _corpus,
         "train": _train,
         "draft": _draft,
+        "accept-head": _accept_head,
         "inflate": _inflate,
         "stats": _stats,
         "eval": _eval,
@@ -224,6 +236,17 @@ def _draft(args) -> int:
     return 0
 
 
+def _accept_head(args) -> int:
+    import torch
+
+    from service.models.accept_head import build
+
+    torch.set_num_threads(args.threads)
+    report = build(args.target, args.draft, args.prompts, args.tokens, args.seed, args.held_out)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
 def _inflate(args) -> int:
     from service.models.evaluate import SAMPLE_PROMPTS
     from service.models.inflate import inflate_checkpoint
@@ -273,7 +296,8 @@ def _eval(args) -> int:
 
 
 def _card(args) -> int:
-    from service.models.card import render_card, render_draft_card
+    from service.models.card import render_card
+    from service.models.draft_card import render_draft_card
 
     def read(path):
         return json.loads(path.read_text()) if path else None

@@ -59,9 +59,10 @@ def plan(
     judge: frozenset[str] = frozenset(),
     rest_until: tuple[int, ...] = (),
     draft_stop: float = 0.0,
+    accept_stop: float = 0.0,
 ) -> Decision:
     """A decision that verifies every drafted token: verify_len = K, each K clamped to [0, batch.max_k]; `judge`,
-    `rest_until`, `draft_stop`: Decision's."""
+    `rest_until`, `draft_stop`, `accept_stop`: Decision's."""
     return Decision(
         requests=tuple(
             RequestDecision(r.request_id, k, k)
@@ -71,4 +72,5 @@ def plan(
         judge=judge,
         rest_until=rest_until,
         draft_stop=draft_stop,
+        accept_stop=accept_stop,
     )

@@ -116,9 +116,9 @@
            bound on it (hoped_gain).
   own cost at batch 1 a request's speculative steps are priced by the ratio its own such steps measured against
            their prices (moe_serve_observe.own_ratio).
-  stop     a drafter that drafts depth by depth stops a request's chain at its first draft below `draft_stop` times the
-           runner-up's probability (Decision.draft_stop): a near-tie of the draft's top two tokens is where it is
-           mostly rejected (moe_sglang/draft_model.py), and K is then the cap the allocation chose.
+  stop     a drafter that drafts depth by depth stops a request's chain at its first draft its acceptance head gives
+           below `accept_stop`, or without a head below `draft_stop` times the runner-up's probability (Decision's):
+           where it is mostly rejected (moe_sglang/draft_stop.py), and K is then the cap the allocation chose.
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -188,17 +188,18 @@ class MoeServePolicy:
         max_rest: int = 16,
         rejudge_after: int = 2,
         draft_stop: float = 1.1,
+        accept_stop: float = 0.6,
     ) -> None:
         if (
             k_max < 0 or probe_every < 1 or max_probe_every < probe_every or refit_every < 1
             or min(probe_steps, probe_k) < 1 or not 0.0 < probe_hope <= 1.0 or max_rest < 0
             or min(JUDGE_AFTER if judge_after is None else judge_after, rejudge_after) < 1
-            or (draft_stop != 0 and draft_stop < 1)
+            or (draft_stop != 0 and draft_stop < 1) or not 0 <= accept_stop < 1
         ):  # fmt: skip
             raise ValueError(
                 "moe-serve: need k_max >= 0, 1 <= probe_every <= max_probe_every, refit_every >= 1, "
                 "probe_steps, probe_k >= 1, 0 < probe_hope <= 1, judge_after, rejudge_after >= 1, max_rest >= 0, "
-                "draft_stop 0 or >= 1"
+                "draft_stop 0 or >= 1, 0 <= accept_stop < 1"
             )
         if expert_budget is not None and not top_k <= expert_budget <= num_experts:
             raise ValueError(f"expert budget must be in [top_k, num_experts], got {expert_budget}")
@@ -243,7 +244,7 @@ class MoeServePolicy:
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
         self._own_memo: dict[str, tuple[int, float]] = {}  # request -> (step, its own cost ratio then)
         self._steps = 0
-        self.draft_stop = draft_stop  # Decision.draft_stop of its speculative steps (stop)
+        self.draft_stop, self.accept_stop = draft_stop, accept_stop  # Decision's, of its speculative steps (stop)
 
     def decide(self, batch: BatchView) -> Decision:
         reqs = batch.requests
@@ -372,7 +373,7 @@ class MoeServePolicy:
         if self._probing and self._probe_breaks_slo(ks, chosen, probs, batch):
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         rests = self._rests(waiting, ks, probs, caps, k_cap, batch)
-        return plan(batch, ks, self._budget(), frozenset(judge), rests, self.draft_stop)
+        return plan(batch, ks, self._budget(), frozenset(judge), rests, self.draft_stop, self.accept_stop)
 
     _judged_now = judged_now
     _probe_breaks_slo = probe_breaks_slo

@@ -109,10 +109,15 @@ class Decision:
     # a drafter that drafts depth by depth (STANDALONE chains) stops a request's draft at the first token whose
     # probability is below this multiple of its runner-up's and verifies the drafts above it (0: drafts to K)
     draft_stop: float = 0.0
+    # ... and, where the drafter has an acceptance head, at the first draft it gives an acceptance probability below
+    # this instead (0: the margin alone; moe_sglang/draft_stop.py)
+    accept_stop: float = 0.0
 
     def __post_init__(self) -> None:
         if self.draft_stop < 0 or 0 < self.draft_stop < 1:
             raise ValueError(f"draft_stop must be 0 (off) or >= 1, got {self.draft_stop}")
+        if not 0 <= self.accept_stop < 1:
+            raise ValueError(f"accept_stop must be a probability in [0, 1) (0: off), got {self.accept_stop}")
         if self.rest_until and len(self.rest_until) != len(self.requests):
             raise ValueError(f"rest_until has {len(self.rest_until)} entries for {len(self.requests)} requests")
         for r, until in zip(self.requests, self.rest_until, strict=False):

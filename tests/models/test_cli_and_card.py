@@ -78,7 +78,7 @@ def test_distilled_draft_card_gives_both_runs_and_how_to_reproduce_them(tmp_path
 
     from transformers import LlamaForCausalLM
 
-    from service.models.card import render_draft_card
+    from service.models.draft_card import render_draft_card
 
     from .conftest import tiny_llama_config
 
@@ -115,7 +115,7 @@ def test_a_draft_trained_further_without_a_teacher_is_not_called_distilled(tmp_p
 
     from transformers import LlamaForCausalLM
 
-    from service.models.card import render_draft_card
+    from service.models.draft_card import render_draft_card
 
     from .conftest import tiny_llama_config
 

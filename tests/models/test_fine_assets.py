@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from service.models.accept_head import card_lines
 from service.models.inflate import inflate_checkpoint
 
 from .test_assets import ASSETS, TARGET
@@ -45,6 +46,7 @@ def test_fine_draft_is_dense_finished_and_shares_the_tokenizer():
     assert (FINE_DRAFT / "tokenizer.json").read_bytes() == (TARGET / "tokenizer.json").read_bytes()
     assert summary["steps"] == summary["planned_steps"], "the dense draft must train to completion (issue 16)"
     assert (FINE_DRAFT / "README.md").exists()
+    assert "\n".join(card_lines(FINE_DRAFT, "moe-fine")) in (FINE_DRAFT / "README.md").read_text()  # its head's
 
 
 def test_card_states_the_checkpoint_and_the_reports():

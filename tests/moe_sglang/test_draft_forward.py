@@ -195,7 +195,7 @@ def test_chain_drafts_are_the_draft_models_greedy_continuation(hf, attention_op)
     )
     drafter.reset(["r0", "r1"])
     rows = []  # each forward's tokens per request
-    drafter.direct = SimpleNamespace(logits=lambda *args: rows.append(list(args[6])) or draft.logits(*args))
+    drafter.direct = SimpleNamespace(logits=lambda *a, **kw: rows.append(list(a[6])) or draft.logits(*a, **kw))
     _, drafting, forwards = drafter.draft(batch, [4, 2])
     assert forwards == 4
     assert rows == [[len(A), len(B)], [1, 1], [1], [1]], "a chain's later forwards run its newest node alone"

@@ -208,6 +208,31 @@ def test_a_policys_draft_stop_reaches_its_own_rows_only():
     assert off.plan(0.0, views(1), hints[:1], max_k=3).draft_stop == ()
 
 
+def test_a_policys_accept_stop_reaches_its_own_rows_only():
+    """StepPlan.accept_stop, as draft_stop: moe-serve's default (0.6) on its rows, none on static's (an operator's
+    through its parameters) and on rows no policy decides; () where nobody asks."""
+    hints = [RequestHints(policy="moe-serve"), RequestHints(policy="static"), RequestHints(policy="sglang")]
+    plan = PolicySet(SHAPE, {"moe-serve": {"warm_up": False}}).plan(0.0, views(3), hints, max_k=3)
+    assert plan.accept_stop == (0.6, 0.0, 0.0)
+    asked = PolicySet(SHAPE, {"moe-serve": {"warm_up": False, "accept_stop": 0.0}, "static": {"accept_stop": 0.7}})
+    assert asked.plan(0.0, views(3), hints, max_k=3).accept_stop == (0.0, 0.7, 0.0)
+    assert asked.plan(0.0, views(1), hints[:1], max_k=3).accept_stop == ()
+
+
+@pytest.mark.parametrize("stop", [-0.1, 1.0, 1.1])
+def test_an_accept_stop_outside_0_1_is_refused(stop):
+    """accept_stop is a probability floor: 1 or more would stop every draft (a ratio, misread), below 0 nothing."""
+    from service.policy import Decision
+    from service.policy.moe_serve import MoeServePolicy
+    from service.policy.static import StaticPolicy
+
+    for make in (lambda: Decision(requests=(), accept_stop=stop), lambda: MoeServePolicy(accept_stop=stop)):
+        with pytest.raises(ValueError, match="accept_stop"):
+            make()
+    with pytest.raises(ValueError, match="accept_stop"):
+        StaticPolicy(accept_stop=stop)
+
+
 @pytest.mark.parametrize("stop", [-1.0, 0.5, 0.99])
 def test_a_draft_stop_below_1_is_refused(stop):
     """A ratio below 1 could stop nothing (a draft is the draft model's top token, at least its runner-up): a

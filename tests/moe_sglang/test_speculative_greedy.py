@@ -3,14 +3,18 @@ really ran: accepted drafts are seen on prompts that draft well. meta_info's spe
 per verify step; with every draft rejected it is 48/47 ≈ 1.02 here (the first token comes from prefill). Then the
 same with K = 0, 1, 2, 3 mixed in one batch (per-request K from the static policy's hint)."""
 
+import json
+import shutil
 from dataclasses import replace
 
 import httpx
 import pytest
+import torch
 
 from moe_sglang.metrics import MIXED_STEPS
 from moe_sglang.stats_output import META_KEY
 from moe_sglang.step_log import read as read_steps
+from service.models.accept_head import EXTRA, AcceptHead
 from tests.engine import engine_config, generate
 from tests.moe_sglang.prompts import REPETITIVE, random_prompts
 
@@ -218,16 +222,30 @@ def test_standalone_judges_its_draft_model_without_a_verify(
         assert accepted <= 0.2 * judged, (accepted, judged)
 
 
-def test_chains_that_all_stop_at_their_first_draft_decode_as_plain(plain_outputs, tiny_models, engine_pool, tmp_path):
-    """Static K = 3 on the dense draft (its direct forward) with a draft_stop no draft passes (draft_model.py,
-    stopping at a low margin): every chain stops at its first draft, so each speculative step verifies the requests'
-    roots alone (a verify with no drafts in it). The output is plain decoding's; the step log shows speculative
-    steps that verified nothing. (Stops part way down a chain: test_draft_forward.py.)"""
+@pytest.mark.parametrize("stop", ["margin", "head"])
+def test_chains_that_all_stop_at_their_first_draft_decode_as_plain(
+    plain_outputs, tiny_models, engine_pool, tmp_path, stop
+):
+    """Static K = 3 on the dense draft (its direct forward) with a stop no draft passes (draft_stop.py): a draft_stop
+    ratio, or an acceptance head beside a copy of the draft that gives every draft p ~ 0 (the engine loads it, its
+    log says so, and it alone stops the chains). Every chain stops at its first draft, so each speculative step
+    verifies the requests' roots alone (a verify with no drafts in it). The output is plain decoding's; the step log
+    shows speculative steps that verified nothing. (Stops part way down a chain: test_draft_forward.py,
+    test_draft_stop.py.)"""
     config = spec_config("standalone-dense-chain", tiny_models)
     steps = tmp_path / "steps.jsonl"
     params = '{"static": {"k": 3, "draft_stop": 1e300}}'  # the echo draft's top two can be 1e9x apart and more
+    if stop == "head":
+        draft = tmp_path / "draft-with-head"
+        shutil.copytree(config.speculation.draft_model_path, draft)
+        hidden = json.loads((draft / "config.json").read_text())["hidden_size"]
+        AcceptHead(torch.zeros(EXTRA + hidden), -50.0).save(draft)
+        params = '{"static": {"k": 3, "accept_stop": 0.5}}'
+        config = replace(config, speculation=replace(config.speculation, draft_model_path=str(draft)))
     config = replace(config, settings=replace(config.settings, policy_params_json=params, step_log=str(steps)))
     url = engine_pool.url(config)
+    loaded = "chains stop by its acceptance head" in engine_pool.logs[config].read_text()
+    assert loaded == (stop == "head")
     custom = {"moe_serve": {"policy": "static"}}
     rids = set()
     for (prompt, length), expected in plain_outputs.items():

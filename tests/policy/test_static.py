@@ -22,3 +22,5 @@ def test_static_draft_stop_is_off_unless_asked():
     assert StaticPolicy(k=3, draft_stop=1.2).decide(batch(2, max_k=4)).draft_stop == 1.2
     with pytest.raises(ValueError, match="draft_stop"):
         StaticPolicy(k=3, draft_stop=0.5)
+    assert StaticPolicy(k=3).decide(batch(2, max_k=4)).accept_stop == 0.0
+    assert StaticPolicy(k=3, accept_stop=0.6).decide(batch(2, max_k=4)).accept_stop == 0.6
