@@ -268,6 +268,11 @@ TOUCHPOINTS: tuple[Touchpoint, ...] = (
     ),
     Touchpoint(f"{_SPEC}.base_spec_worker.BaseSpecWorker.token_to_kv_pool_allocator", "attribute", "KV move"),
     Touchpoint(f"{_SPEC}.standalone_worker_v2.StandaloneDraftWorker.draft_worker", "attribute", "the draft model"),
+    Touchpoint(
+        "sglang.srt.server_args.ServerArgs.speculative_draft_model_path",
+        "attribute",
+        "the draft's checkpoint, where its acceptance head lies (standalone_worker._accept_head)",
+    ),
     Touchpoint(f"{_SPEC}.standalone_worker_v2.StandaloneDraftWorker.draft_runner", "attribute", "its ModelRunner"),
     Touchpoint("sglang.srt.model_executor.model_runner.ModelRunner.model", "attribute", "the draft model itself"),
     Touchpoint(
