@@ -44,6 +44,11 @@ step's join hands over the tokens it emitted (`judge_later`'s `now`), and that p
 a judgement after n output tokens judges n predictions, not n - 1, the latest of them the step's own token, and the
 policy sees the outcomes when that step closes (a first judgement after 2 tokens: 2 outcomes, where 1 had left a
 request whose second output token the draft missed at p ~0.3).
+
+Judging gated chains: where the request's chains stop by the acceptance head (Decision.accept_stop, draft_stop.py),
+the judging forward keeps its hidden states and the replay ends each chain above its first draft the head doubts, as
+the stop ends a verified one; a chain that keeps no draft is a plain step and no outcome. The policy then reads the
+acceptance of the drafts it would verify, not of drafts the stop would have left out.
 """
 
 from __future__ import annotations
@@ -159,12 +164,18 @@ class DraftModelDrafter:
         counted as `backlogs` counts it)."""
         return self.judge_later(batch, rows)()
 
-    def judge_later(self, batch, rows: list[int], beside: Callable = AT_ONCE) -> Callable[..., tuple]:
+    def judge_later(
+        self, batch, rows: list[int], beside: Callable = AT_ONCE, accept_stops: list[float] | None = None
+    ) -> Callable[..., tuple]:
         """`judge`, its draft forward run by `beside` (a draft_thread.Beside, or a function that wraps one) from
         inputs copied from the batch now; the returned join gives judge's value (and keeps the draft cache's state
         in step) on the caller's thread. The forward predicts at each request's root too (module docstring,
         judging the root): the join, given `now`, the token the step emitted after each batch row's root, judges
-        that prediction as well (without it, as `judge`: the root's prediction unused)."""
+        that prediction as well (without it, as `judge`: the root's prediction unused). `accept_stops[i]`: batch
+        row i's chains are replayed stopped where the acceptance head doubts a draft, as its verified chains
+        would be (module docstring, judging gated chains; 0 or None: replayed to the full depth)."""
+        gated = bool(accept_stops) and self.head is not None and self.direct is not None
+        gated = gated and any(accept_stops[i] > 0 for i in rows)
         seq = _seq_lens(batch)
         judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
         parts, roots, logit_rows, offset = [], [], [], 0
@@ -181,20 +192,23 @@ class DraftModelDrafter:
             offset += len(part.tokens)
         if self.direct is not None:
             inputs = _direct_inputs(batch, judged, parts, logit_rows)
-            predicted = beside(lambda: self.direct.logits(*inputs).argmax(dim=-1).tolist())
+            predicted = beside(lambda: _predictions(self.direct.logits(*inputs, hidden=gated), self.head))
         else:  # SGLang's runner reads the batch and its runner's state: on this thread
-            ran = self._forward(batch, judged, parts, logit_rows)[0].argmax(dim=-1).tolist()
+            ran = _predictions(self._forward(batch, judged, parts, logit_rows)[0], None)
             predicted = lambda: ran  # noqa: E731
         ran_tokens = sum(len(p.tokens) for p in parts) - len(judged)
 
         def outcomes(now: list[int] | None = None) -> tuple[tuple[ShadowOutcome, ...], int]:
-            tokens, found, at = predicted(), [], 0
+            (tokens, accept), found, at = predicted(), [], 0
             for (rid, emitted), r in zip(roots, judged, strict=True):
                 made = tokens[at : at + len(emitted) + 1]  # the emitted tokens' predictions, then the root's
+                floor = accept_stops[r.row] if accept is not None else 0.0
+                keeps = [q >= floor for q in accept[at : at + len(made)]] if floor > 0 else None
                 at += len(made)
                 truth = emitted if now is None else [*emitted, now[r.row]]
                 hits = [p == t for p, t in zip(made[: len(truth)], truth, strict=True)]
-                found += [ShadowOutcome(rid, self.max_depth, k, a) for k, a in _replayed(hits, self.max_depth)]
+                chains = _replayed(hits, self.max_depth, keeps)
+                found += [ShadowOutcome(rid, self.max_depth, k, a) for k, a in chains]
                 self.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
             return tuple(found), ran_tokens
 
@@ -426,16 +440,31 @@ def _chain_outcome(hits: list[bool], depth: int) -> tuple[int, int]:
     return accepted, accepted
 
 
-def _replayed(hits: list[bool], depth: int) -> list[tuple[int, int]]:
+def _replayed(hits: list[bool], depth: int, keeps: list[bool] | None = None) -> list[tuple[int, int]]:
     """(positions judged, positions accepted) of each chain speculation at `depth` would have verified along the
     emitted tokens, `hits[s]` whether the draft's prediction at root s matched (module docstring, judging): a chain
-    at the first root, each next one at the token after the previous chain's accepted run."""
+    at the first root, each next one at the token after the previous chain's accepted run. With `keeps[s]` (the
+    acceptance head's verdict on the prediction at s), a chain ends above its first draft the head doubts, as the
+    stop ends a verified one (draft_stop.py); a chain that keeps no draft is a plain step, no outcome."""
     chains, root = [], 0
     while root < len(hits):
-        judged, accepted = _chain_outcome(hits[root:], depth)
-        chains.append((judged, accepted))
+        ahead = min(depth, len(hits) - root)
+        cap = depth if keeps is None else next((i for i in range(ahead) if not keeps[root + i]), depth)
+        judged, accepted = _chain_outcome(hits[root:], cap)
+        if judged:
+            chains.append((judged, accepted))
         root += accepted + 1
     return chains
+
+
+def _predictions(out, head: AcceptHead | None) -> tuple[list[int], list[float] | None]:
+    """A judging forward's greedy tokens and, where it kept the hidden states (`out` = (logits, hidden)), the
+    acceptance head's probability of each."""
+    if not isinstance(out, tuple):
+        return out.argmax(dim=-1).tolist(), None
+    logits, hidden = out
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    return logprobs.argmax(dim=-1).tolist(), head.probability(logprobs, hidden).tolist()
 
 
 def _tokens(req) -> list[int]:

@@ -150,7 +150,7 @@ def _decode(worker, batch, on_publish):
         batch.reqs, max_k=worker.speculative_num_draft_tokens - 1, backlogs=worker.drafter.backlogs(batch)
     )
     plan = runtime.plan(step, judging=True, beside=worker.drafter.direct is not None and worker.beside.threaded)
-    judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside)
+    judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside, plan.accept_stop)
     drafting, out = [], None
     try:
         if max(plan.ks) == 0:
@@ -179,7 +179,7 @@ def _decode(worker, batch, on_publish):
     return out.result
 
 
-def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], beside: Beside):
+def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], beside: Beside, accept_stops=()):
     """The draft model judged without a verify for the requests the plan names (draft_model.py, judging): one
     draft forward over what their draft cache lacks, run by `beside` (draft_thread.py) while the step drafts for
     the others and runs the target's forward; the returned join gives the shadow outcomes. Timed and counted apart
@@ -190,7 +190,8 @@ def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], bes
     draft), which then priced every speculative step out at batch 1. What is timed is what the step waited for:
     the whole forward on the scheduler's thread, on a thread of its own the time its join waited. The join takes
     the step's output (None where the step failed): each judged request's root is judged against the first token
-    its row emitted (draft_model.py, judging the root)."""
+    its row emitted (draft_model.py, judging the root); `accept_stops`: StepPlan.accept_stop (judging gated
+    chains)."""
     rows = [i for i, asked in enumerate(judge) if asked]
     if not rows:
         return lambda out: ()
@@ -207,7 +208,7 @@ def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], bes
         return beside(run)
 
     start = time.perf_counter()
-    later = drafter.judge_later(batch, rows, timed)
+    later = drafter.judge_later(batch, rows, timed, list(accept_stops))  # chains gated as verified ones
     waited = time.perf_counter() - start if not beside.threaded else 0.0
 
     def join(out):

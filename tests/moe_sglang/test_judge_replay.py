@@ -22,3 +22,16 @@ def test_a_hard_token_is_one_rejection_not_one_per_chain_reaching_it():
 def test_no_outcome_without_a_root_and_all_misses_one_each():
     assert _replayed([], 3) == []
     assert _replayed([False] * 4, 3) == [(1, 0)] * 4
+
+
+def test_gated_chains_end_above_the_first_draft_the_head_doubts():
+    """With the acceptance head's verdicts (keeps), a chain is replayed as the stop verifies it: it ends above its
+    first doubted draft (all of it accepted: the next chain starts after the bonus), a chain whose first draft is
+    doubted is a plain step with no outcome, and a doubted draft that would have been rejected costs nothing."""
+    hits = [True, True, True, False, False, True, True]
+    keeps = [True, False, True, True, False, True, True]
+    # root 0: keeps draft 0 only (1, 1), bonus at 1; root 2: drafts 2, 3 kept, 3 rejected (2, 1); root 4: doubted,
+    # plain; root 5: (2, 2)
+    assert _replayed(hits, 3, keeps) == [(1, 1), (2, 1), (2, 2)]
+    assert _replayed(hits, 3, [True] * len(hits)) == _replayed(hits, 3)
+    assert _replayed(hits, 3, [False] * len(hits)) == []
