@@ -7,7 +7,7 @@ l_i: the draft's 8 highest log-probabilities at that draft; h: the draft model's
 head's input, after the last norm). A logistic model, fitted by `build` on the corpus's training documents: prompt
 windows, the target's greedy continuation (transformers, float32), and one forward of the draft over prompt +
 continuation (teacher forcing). A chain's draft at any depth is made from exactly that context while the drafts
-above it were accepted, so those rows are the decisions a stop makes (moe_sglang/draft_model.py). Only the top-2
+above it were accepted, so those rows are the decisions a stop makes (moe_sglang/draft_stop.py). Only the top-2
 margin (l_1 - l_2) predicted rejection before it; the hidden state carries what the margin cannot see (the bench's
 held-out prompts: bench/results/accept-head-s77).
 
@@ -161,7 +161,7 @@ def build(target_dir: Path, draft_dir: Path, per_domain: int, tokens: int, seed:
     x, y = collect(target, draft, [p for ps in train.values() for p in ps], tokens)
     head = fit(x, y)
     report = {
-        "target": str(target_dir), "draft": str(draft_dir), "seed": seed, "tokens": tokens,
+        "target": target_dir.name, "draft": draft_dir.name, "seed": seed, "tokens": tokens,
         "train": _reading(head, x, y, {d: len(p) for d, p in train.items()}),
     }  # fmt: skip
     if held_out:
@@ -188,15 +188,19 @@ def card_lines(draft_dir: Path, target: str) -> list[str]:
     if not path.exists():
         return []
     report = json.loads(path.read_text())
-    train, held = report["train"], report["heldout"]
+    train, held = report["train"], report.get("heldout")
     per = sum(train["prompts"].values()) // len(train["prompts"])
+    reading = (
+        f"AUC on {held['rows']:,} held-out drafts {held['auc']:.3f} (the top-2 margin alone {held['auc_margin']:.3f})"
+        if held
+        else f"AUC on its training drafts {train['auc']:.3f} (the top-2 margin alone {train['auc_margin']:.3f})"
+    )
     return [
         "",
         f"Acceptance head (`accept_head.safetensors`, `service/models/accept_head.py`): a logistic model of whether "
         f"`../{target}/`'s greedy verify accepts a draft, over the draft's final hidden state and top-8 "
         f"log-probabilities, fitted on {train['rows']:,} drafts ({per} training-document prompts per domain, "
-        f"{report['tokens']} greedy target tokens each; {train['accepted']:.3f} accepted). AUC on "
-        f"{held['rows']:,} held-out drafts {held['auc']:.3f} (the top-2 margin alone {held['auc_margin']:.3f}). "
+        f"{report['tokens']} greedy target tokens each; {train['accepted']:.3f} accepted). {reading}. "
         f"`moe-serve model accept-head --prompts {per} --tokens {report['tokens']} --seed {report['seed']}` "
         f"reproduces it.",
     ]
