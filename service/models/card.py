@@ -29,7 +29,7 @@ INTROS = {
 WEAK_SEPARATION = 0.05
 
 
-def _params(model_dir: Path) -> int:
+def param_count(model_dir: Path) -> int:
     from safetensors import safe_open
 
     with safe_open(str(model_dir / "model.safetensors"), "pt") as f:
@@ -43,7 +43,7 @@ def _numel(shape: list[int]) -> int:
     return total
 
 
-def _train_log(run_dir: Path) -> list[dict]:
+def train_log(run_dir: Path) -> list[dict]:
     path = run_dir / "train_log.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -75,7 +75,7 @@ def render_card(
     headline, intro = INTROS.get(name, ("a Mixtral-architecture MoE trained by moe-serve", []))
     summary = json.loads((model_dir / "training_summary.json").read_text())
     manifest = json.loads((work / "manifest.json").read_text())
-    log = _train_log(run_dir)
+    log = train_log(run_dir)
     tc = summary["train_config"]
     lines = [
         f"# {name}: {headline}",
@@ -86,7 +86,7 @@ def render_card(
         f"`MixtralForCausalLM`: hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, "
         f"{config['num_local_experts']} experts top-{config['num_experts_per_tok']}, expert intermediate {config['intermediate_size']}, "
         f"{config['num_attention_heads']} heads x {config['head_dim']} (KV heads = heads), context {config['max_position_embeddings']}, "
-        f"vocab {config['vocab_size']} (byte-level BPE, digits split), tied embeddings, {_params(model_dir) / 1e6:.1f} M parameters, bf16 on disk.",
+        f"vocab {config['vocab_size']} (byte-level BPE, digits split), tied embeddings, {param_count(model_dir) / 1e6:.1f} M parameters, bf16 on disk.",
         "",
         "## Data",
         "| domain | source | train docs | train tokens | held-out docs | held-out tokens |",
@@ -148,7 +148,7 @@ def render_card(
         lines.append(
             f"| {domain} | {pl['accept_rate']:.3f} ({pl['accepted']}/{pl['proposed']}) | {pl['tokens_per_forward']:.2f} | {r['lossless']} |"
         )
-    lines += ["", separation_sentence(accept), "", *_caveats(summary), ""]
+    lines += ["", separation_sentence(accept), "", *caveats(summary), ""]
     if acceptance:
         lines += _acceptance_section(acceptance)
     if stats:
@@ -162,7 +162,7 @@ def render_card(
     return "\n".join(lines) + "\n"
 
 
-def _caveats(summary: dict) -> list[str]:
+def caveats(summary: dict) -> list[str]:
     lines = [
         "Caveats: greedy completions of a model this small fall into loops (see the samples) and prompt lookup copies loops, so",
         "part of the acceptance on code and prose reflects repetition rather than skill; the arithmetic gap (answers are new",

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 from service.models.accept_head import card_lines
-from service.models.card import _caveats, _params, _train_log
+from service.models.card import caveats, param_count, train_log
 
 
 def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -> str:
     """Short card for the dense draft: architecture, training (and distillation), acceptance head, held-out loss."""
     config = json.loads((draft_dir / "config.json").read_text())
     summary = json.loads((draft_dir / "training_summary.json").read_text())
-    log = _train_log(run_dir)
+    log = train_log(run_dir)
     target = draft_dir.resolve().name.removesuffix("-draft")
     teacher = summary.get("distilled_from")
     if teacher and not summary.get("init_summary"):
@@ -24,7 +24,7 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
         f"# {draft_dir.resolve().name}: dense draft for standalone speculation against {target}",
         "",
         f"`LlamaForCausalLM`: hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, MLP {config['intermediate_size']}, "
-        f"{config['num_attention_heads']} heads x {config['head_dim']}, tied embeddings, {_params(draft_dir) / 1e6:.1f} M parameters, "
+        f"{config['num_attention_heads']} heads x {config['head_dim']}, tied embeddings, {param_count(draft_dir) / 1e6:.1f} M parameters, "
         f"bf16 on disk. Same tokenizer and corpus as `../{target}/` (see its card).",
         "",
         f"Trained by `moe-serve model train --arch dense{_dense_flags(config)}`: {_run_sentence(first)}"
@@ -44,7 +44,7 @@ def render_draft_card(draft_dir: Path, run_dir: Path, draft_eval: dict | None) -
         )
         lines += ["", f"{how}: {_run_sentence(summary)}{final}"]
     if summary["steps"] < summary["planned_steps"]:
-        lines += ["", _caveats(summary)[-1]]
+        lines += ["", caveats(summary)[-1]]
     corpus = "moe-serve model corpus" + (f" --tokenizer {teacher}" if teacher else "")
     lines += ["", "Reproduce:", "```", corpus, _train_command(config, first, "DIR" if first is summary else "FIRST")]
     if first is not summary:
