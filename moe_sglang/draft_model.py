@@ -8,8 +8,8 @@ request's own tokens, in the same KV slots the target uses); when it drafts agai
 tokens since then plus the root in one extend. A request at K = 0 therefore costs the draft model nothing, and one
 that speculates after a pause pays one catch-up forward instead of one per step. Where a core is spare
 (draft_thread.py), a new prompt's catch-up runs beside the target's prefill instead (`prefill_later`) and a
-judgement beside the step's target forward (`judge_later`), off the step's path. The draft is fed each token at its
-own position (SGLang's STANDALONE feeds its draft the prompt shifted by one, EAGLE's convention).
+judgement beside the step's target forward (draft_judge.py's `judge_later`), off the step's path. The draft is fed
+each token at its own position (SGLang's STANDALONE feeds its draft the prompt shifted by one, EAGLE's convention).
 
 Every draft forward runs the draft model over a subset of the batch with ragged lengths and a tree mask, directly
 over its KV pool (draft_forward.py: a Llama-shaped float32 draft on CPU) or else as a TARGET_VERIFY forward through
@@ -21,34 +21,7 @@ Chain nodes are written at their own positions' slots, so when drafts are accept
 Stopping a chain where the target will likely reject it (`draft`'s `stops` and `accept_stops`, chains only):
 draft_stop.py.
 
-Judging (`judge`, asked by a policy through Decision.judge for a request at K = 0): the depth-1 forward alone, over
-the tokens the draft cache lacks, root included, with no draft built. Its prediction at position s is the draft
-token a chain rooted at s would have started with; where it equals the token the target emitted at s + 1, the next
-prediction was made from the same context a draft chain would have had, so the run of matches from s is exactly what
-a greedy verify of a chain drafted at s would have accepted. The emitted tokens are then replayed as speculation at
-the full depth would have decoded them: a chain at the first output token, the next one at the token after its first
-rejection (the target's correction) or after its full depth (the bonus), and so on, as NGRAM's unverified drafts are
-walked one at a time (shadow.py); each chain becomes one ShadowOutcome (the policy's acceptance without a verify, at
-the cost of one draft forward and no verify). Not a chain at every position: a token the draft cannot predict would
-be counted as the rejection of every chain that reaches it (up to `max_depth` of them) where a verify meets it once:
-in the CPU engine's prose cell (moe-fine x48, batch 1) a request judged at every position after 4 tokens read 3 of 7
-positions accepted, its fourth token rejected by three chains, where static K = 3 accepted 2 of 3 drafts on its
-first verify and 3 of 3 from its third on (the replay reads 2 of 3). The prompt's last token is no root either: the
-target's prefill emits the first output token, so no chain ever predicts it (the first output token is often the
-hardest: two of the three prose requests missed it). The draft cache is in step afterwards, so a request that then
-speculates has no catch-up.
-
-Judging the root: the judging forward runs over the root as well (its draft KV is written anyway), so it also
-predicts the token after the root, which the target emits in this very step (the judged request is at K = 0). The
-step's join hands over the tokens it emitted (`judge_later`'s `now`), and that prediction is judged with the others:
-a judgement after n output tokens judges n predictions, not n - 1, the latest of them the step's own token, and the
-policy sees the outcomes when that step closes (a first judgement after 2 tokens: 2 outcomes, where 1 had left a
-request whose second output token the draft missed at p ~0.3).
-
-Judging gated chains: where the request's chains stop by the acceptance head (Decision.accept_stop, draft_stop.py),
-the judging forward keeps its hidden states and the replay ends each chain above its first draft the head doubts, as
-the stop ends a verified one; a chain that keeps no draft is a plain step and no outcome. The policy then reads the
-acceptance of the drafts it would verify, not of drafts the stop would have left out.
+Judging a request at K = 0 without a verify (Decision.judge): draft_judge.py.
 """
 
 from __future__ import annotations
@@ -62,12 +35,11 @@ import torch
 
 from moe_sglang.draft_forward import DirectDraft
 from moe_sglang.draft_stop import stop_unlikely
-from moe_sglang.draft_thread import AT_ONCE, Beside
+from moe_sglang.draft_thread import Beside
 from moe_sglang.draft_tree import DraftTree
 from moe_sglang.ragged import verify_layout
 from moe_sglang.verify import DraftTrees
 from service.models.accept_head import AcceptHead
-from service.policy import ShadowOutcome
 
 # The longest context a prefill's catch-up runs beside the target's prefill (prefill_later): its forward attends
 # densely over each request's tokens ([T, T] scores per head), which past this is left to the lazy catch-up.
@@ -106,7 +78,7 @@ class DraftModelDrafter:
     def backlogs(self, batch) -> list[int]:
         """Per request, the tokens its next first draft forward runs beyond the root (what `_catch_up` adds to a
         draft cache that is in step): its lag behind the committed tokens."""
-        return [max(s - self.seen.get(req.rid, 0), 0) for req, s in zip(batch.reqs, _seq_lens(batch), strict=True)]
+        return [max(s - self.seen.get(req.rid, 0), 0) for req, s in zip(batch.reqs, seq_lens_of(batch), strict=True)]
 
     def draft(
         self, batch, budgets: list[int], stops: list[float] | None = None, accept_stops: list[float] | None = None
@@ -117,7 +89,7 @@ class DraftModelDrafter:
         chains = self.topk == 1
         roots = [_tokens(req)[-1] for req in batch.reqs]
         trees = DraftTrees.roots_only(roots, self.stride)
-        seq = _seq_lens(batch)
+        seq = seq_lens_of(batch)
         drafting = [
             DraftRequest(
                 i,
@@ -158,62 +130,6 @@ class DraftModelDrafter:
             live = {req.rid for req in batch.reqs}
             self.seen = {rid: s for rid, s in self.seen.items() if rid in live}
 
-    def judge(self, batch, rows: list[int]) -> tuple[tuple[ShadowOutcome, ...], int]:
-        """Judge the draft model of requests `rows` (at K = 0 this step) against their emitted tokens (module
-        docstring, judging); returns the outcomes and the tokens the draft model ran besides the roots (its catch-up,
-        counted as `backlogs` counts it)."""
-        return self.judge_later(batch, rows)()
-
-    def judge_later(
-        self, batch, rows: list[int], beside: Callable = AT_ONCE, accept_stops: list[float] | None = None
-    ) -> Callable[..., tuple]:
-        """`judge`, its draft forward run by `beside` (a draft_thread.Beside, or a function that wraps one) from
-        inputs copied from the batch now; the returned join gives judge's value (and keeps the draft cache's state
-        in step) on the caller's thread. The forward predicts at each request's root too (module docstring,
-        judging the root): the join, given `now`, the token the step emitted after each batch row's root, judges
-        that prediction as well (without it, as `judge`: the root's prediction unused). `accept_stops[i]`: batch
-        row i's chains are replayed stopped where the acceptance head doubts a draft, as its verified chains
-        would be (module docstring, judging gated chains; 0 or None: replayed to the full depth)."""
-        gated = bool(accept_stops) and self.head is not None and self.direct is not None
-        gated = gated and any(accept_stops[i] > 0 for i in rows)
-        seq = _seq_lens(batch)
-        judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
-        parts, roots, logit_rows, offset = [], [], [], 0
-        for r in judged:
-            req = batch.reqs[r.row]
-            part = self._lag_part(req, r.seq_len)  # tokens [start, seq_len]
-            start = part.prefix
-            # roots whose next token the target emitted: the outputs before the root (module docstring, judging),
-            # then the root, whose next token this step emits
-            judged_roots = range(max(start, len(req.origin_input_ids)), r.seq_len)
-            roots.append((req.rid, [part.tokens[s + 1 - start] for s in judged_roots]))
-            logit_rows += [offset + s - start for s in judged_roots] + [offset + r.seq_len - start]
-            parts.append(part)
-            offset += len(part.tokens)
-        if self.direct is not None:
-            inputs = _direct_inputs(batch, judged, parts, logit_rows)
-            predicted = beside(lambda: _predictions(self.direct.logits(*inputs, hidden=gated), self.head))
-        else:  # SGLang's runner reads the batch and its runner's state: on this thread
-            ran = _predictions(self._forward(batch, judged, parts, logit_rows)[0], None)
-            predicted = lambda: ran  # noqa: E731
-        ran_tokens = sum(len(p.tokens) for p in parts) - len(judged)
-
-        def outcomes(now: list[int] | None = None) -> tuple[tuple[ShadowOutcome, ...], int]:
-            (tokens, accept), found, at = predicted(), [], 0
-            for (rid, emitted), r in zip(roots, judged, strict=True):
-                made = tokens[at : at + len(emitted) + 1]  # the emitted tokens' predictions, then the root's
-                floor = accept_stops[r.row] if accept is not None else 0.0
-                keeps = [q >= floor for q in accept[at : at + len(made)]] if floor > 0 else None
-                at += len(made)
-                truth = emitted if now is None else [*emitted, now[r.row]]
-                hits = [p == t for p, t in zip(made[: len(truth)], truth, strict=True)]
-                chains = _replayed(hits, self.max_depth, keeps)
-                found += [ShadowOutcome(rid, self.max_depth, k, a) for k, a in chains]
-                self.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
-            return tuple(found), ran_tokens
-
-        return outcomes
-
     def prefill_later(self, batch, beside: Beside, drafts: list[bool] | None = None) -> Callable[[], int]:
         """After `reset` of a prefill's requests: where `beside` runs on a thread of its own and the draft forward is
         the direct one, the draft model's catch-up over each request that may draft (`drafts[i]`, default all)
@@ -224,7 +140,7 @@ class DraftModelDrafter:
         never pays it)."""
         if not beside.threaded or self.direct is None:
             return lambda: 0
-        seq = _seq_lens(batch)
+        seq = seq_lens_of(batch)
         drafts = drafts or [True] * len(batch.reqs)
         rows = [
             i
@@ -237,9 +153,9 @@ class DraftModelDrafter:
             return lambda: 0
         caught = [DraftRequest(i, seq[i], 0, None) for i in rows]
         rids = [batch.reqs[r.row].rid for r in caught]
-        parts = [self._lag_part(batch.reqs[r.row], r.seq_len - 1) for r in caught]  # tokens [0, seq_len)
+        parts = [self.lag_part(batch.reqs[r.row], r.seq_len - 1) for r in caught]  # tokens [0, seq_len)
         ends = (np.cumsum([len(p.tokens) for p in parts]) - 1).tolist()  # one row each: the LM head is not needed
-        inputs = _direct_inputs(batch, caught, parts, ends)
+        inputs = direct_inputs(batch, caught, parts, ends)
         ran = beside(lambda: self.direct.logits(*inputs))
 
         def caught_up() -> int:
@@ -252,9 +168,9 @@ class DraftModelDrafter:
 
     def _catch_up(self, batch, drafting: list[DraftRequest]) -> None:
         """Depth 1: the tokens the draft cache lacks, the root last; its logits give the first draft level."""
-        parts = [self._lag_part(batch.reqs[r.row], r.seq_len) for r in drafting]
+        parts = [self.lag_part(batch.reqs[r.row], r.seq_len) for r in drafting]
         ends = (np.cumsum([len(p.tokens) for p in parts]) - 1).tolist()
-        logits, hidden = self._forward(batch, drafting, parts, ends, hidden=self._wants_hidden(drafting))
+        logits, hidden = self.forward(batch, drafting, parts, ends, hidden=self._wants_hidden(drafting))
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         for r, row in zip(drafting, logprobs, strict=True):
             r.tree.expand(row[None])
@@ -264,7 +180,7 @@ class DraftModelDrafter:
         """Whether this forward keeps the final hidden states: a request asks the head (draft_stop.py)."""
         return self.head is not None and self.direct is not None and any(r.accept_stop > 0 for r in drafting)
 
-    def _lag_part(self, req, seq_len: int) -> _Part:
+    def lag_part(self, req, seq_len: int) -> _Part:
         """The tokens [seen, seq_len] the draft cache lacks, root last, causal after prefix [0, seen)."""
         start = min(self.seen.get(req.rid, 0), seq_len)
         positions = list(range(start, seq_len + 1))
@@ -296,7 +212,7 @@ class DraftModelDrafter:
             frontier_rows.append([offset + index[f] for f in r.tree.frontier])
             offset += len(nodes)
         rows_out = [row for rows in frontier_rows for row in rows]
-        logits, hidden = self._forward(batch, drafting, parts, rows_out, hidden=self._wants_hidden(drafting))
+        logits, hidden = self.forward(batch, drafting, parts, rows_out, hidden=self._wants_hidden(drafting))
         at, newest = 0, []
         for r, rows in zip(drafting, frontier_rows, strict=True):
             logprobs = torch.log_softmax(logits[at : at + len(rows)].float(), dim=-1)
@@ -305,14 +221,14 @@ class DraftModelDrafter:
             at += len(rows)
         stop_unlikely(drafting, newest, hidden, self.head)
 
-    def _forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int], hidden=False):
+    def forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int], hidden=False):
         """One forward of the draft model over the drafting requests' parts (the direct one, draft_forward.py, or a
         TARGET_VERIFY forward through SGLang's runner); the logits of `logit_rows` (indices into the parts' tokens
         laid end to end), [len(rows), V] (`SelectedLogits` on the runner's path), and with `hidden` the final hidden
         states there [len(rows), H] (None without, and on the runner's path)."""
         if self.direct is None:
             return self._runner_forward(batch, drafting, parts, logit_rows), None
-        out = self.direct.logits(*_direct_inputs(batch, drafting, parts, logit_rows), hidden=hidden)
+        out = self.direct.logits(*direct_inputs(batch, drafting, parts, logit_rows), hidden=hidden)
         return out if hidden else (out, None)
 
     def _runner_forward(self, batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]):
@@ -372,7 +288,7 @@ def _slots(batch, drafting: list[DraftRequest], parts: list[_Part]) -> torch.Ten
     return table.reshape(-1)[torch.as_tensor(flat, device=table.device)].to(torch.int64)
 
 
-def _direct_inputs(batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> tuple:
+def direct_inputs(batch, drafting: list[DraftRequest], parts: list[_Part], logit_rows: list[int]) -> tuple:
     """DirectDraft.logits' arguments for a forward over the parts, every one built from the batch now (its fields
     are not read again: draft_thread.py runs the forward while the target's forward swaps them); the forward reads
     only the request-to-slot table's rows of these requests, which no forward of the step rewrites."""
@@ -429,50 +345,12 @@ class SelectedLogits(torch.nn.Module):
         return self.inner(input_ids, hidden_states, lm_head, logits_metadata, *args, **kwargs)
 
 
-def _chain_outcome(hits: list[bool], depth: int) -> tuple[int, int]:
-    """(positions judged, positions accepted) of a chain of `depth` drafts whose i-th draft matches iff hits[i];
-    `hits` may end before `depth` (the tokens emitted so far): the chain is then judged as far as they reach."""
-    accepted = 0
-    for hit in hits[:depth]:
-        if not hit:
-            return accepted + 1, accepted
-        accepted += 1
-    return accepted, accepted
-
-
-def _replayed(hits: list[bool], depth: int, keeps: list[bool] | None = None) -> list[tuple[int, int]]:
-    """(positions judged, positions accepted) of each chain speculation at `depth` would have verified along the
-    emitted tokens, `hits[s]` whether the draft's prediction at root s matched (module docstring, judging): a chain
-    at the first root, each next one at the token after the previous chain's accepted run. With `keeps[s]` (the
-    acceptance head's verdict on the prediction at s), a chain ends above its first draft the head doubts, as the
-    stop ends a verified one (draft_stop.py); a chain that keeps no draft is a plain step, no outcome."""
-    chains, root = [], 0
-    while root < len(hits):
-        ahead = min(depth, len(hits) - root)
-        cap = depth if keeps is None else next((i for i in range(ahead) if not keeps[root + i]), depth)
-        judged, accepted = _chain_outcome(hits[root:], cap)
-        if judged:
-            chains.append((judged, accepted))
-        root += accepted + 1
-    return chains
-
-
-def _predictions(out, head: AcceptHead | None) -> tuple[list[int], list[float] | None]:
-    """A judging forward's greedy tokens and, where it kept the hidden states (`out` = (logits, hidden)), the
-    acceptance head's probability of each."""
-    if not isinstance(out, tuple):
-        return out.argmax(dim=-1).tolist(), None
-    logits, hidden = out
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    return logprobs.argmax(dim=-1).tolist(), head.probability(logprobs, hidden).tolist()
-
-
 def _tokens(req) -> list[int]:
     """Prompt + output: the token at each position (the last one, the root, not yet in any KV cache)."""
     return list(req.origin_input_ids) + list(req.output_ids)
 
 
-def _seq_lens(batch) -> list[int]:
+def seq_lens_of(batch) -> list[int]:
     lens = batch.seq_lens_cpu if batch.seq_lens_cpu is not None else batch.seq_lens
     return [int(x) for x in lens.tolist()]
 

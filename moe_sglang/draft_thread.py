@@ -1,5 +1,5 @@
 """A spare core for the STANDALONE draft model's forwards that a step does not wait on: the catch-up of a new
-request's prompt, run while the target prefills it, and a judgement (draft_model.py, judging), run while the target
+request's prompt, run while the target prefills it, and a judgement (draft_judge.py), run while the target
 decodes or verifies the step.
 
 Why: the CPU engine runs its forwards on one thread (bench/_common.py: two engines share a 2-core machine without

@@ -25,6 +25,7 @@ import torch
 from moe_sglang import plugin
 from moe_sglang.accept import step_result
 from moe_sglang.draft_forward import DirectDraft
+from moe_sglang.draft_judge import judge_later
 from moe_sglang.draft_model import DraftModelDrafter, SelectedLogits
 from moe_sglang.draft_thread import Beside
 from moe_sglang.plain_burst import burst_len
@@ -180,7 +181,7 @@ def _decode(worker, batch, on_publish):
 
 
 def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], beside: Beside, accept_stops=()):
-    """The draft model judged without a verify for the requests the plan names (draft_model.py, judging): one
+    """The draft model judged without a verify for the requests the plan names (draft_judge.py): one
     draft forward over what their draft cache lacks, run by `beside` (draft_thread.py) while the step drafts for
     the others and runs the target's forward; the returned join gives the shadow outcomes. Timed and counted apart
     from drafting (StepStats.judge_s): a judgement is one forward over a context (~130 rows at a first judgement on
@@ -190,7 +191,7 @@ def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], bes
     draft), which then priced every speculative step out at batch 1. What is timed is what the step waited for:
     the whole forward on the scheduler's thread, on a thread of its own the time its join waited. The join takes
     the step's output (None where the step failed): each judged request's root is judged against the first token
-    its row emitted (draft_model.py, judging the root); `accept_stops`: StepPlan.accept_stop (judging gated
+    its row emitted (draft_judge.py, judging the root); `accept_stops`: StepPlan.accept_stop (judging gated
     chains)."""
     rows = [i for i, asked in enumerate(judge) if asked]
     if not rows:
@@ -208,7 +209,7 @@ def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], bes
         return beside(run)
 
     start = time.perf_counter()
-    later = drafter.judge_later(batch, rows, timed, list(accept_stops))  # chains gated as verified ones
+    later = judge_later(drafter, batch, rows, timed, list(accept_stops))  # chains gated as verified ones
     waited = time.perf_counter() - start if not beside.threaded else 0.0
 
     def join(out):

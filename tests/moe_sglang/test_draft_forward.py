@@ -225,6 +225,7 @@ def test_judgements_beside_the_target_and_prompts_caught_up_at_prefill_judge_as_
     cache and `seen` of one run at once, bit for bit; prompts caught up beside their prefill (prefill_later) leave a
     judgement only the emitted tokens to run, with the same outcomes and the same draft K/V (to rounding: other row
     counts per forward); on the scheduler's own thread, and for a request that may not draft, it stays lazy."""
+    from moe_sglang.draft_judge import judge, judge_later
     from moe_sglang.draft_model import DraftModelDrafter
     from moe_sglang.draft_thread import AT_ONCE, Beside
 
@@ -241,17 +242,17 @@ def test_judgements_beside_the_target_and_prompts_caught_up_at_prefill_judge_as_
         return made, draft.kv_pool()
 
     at_once, pool = drafter()
-    shadow, ran = at_once.judge(decode, [0, 1])
+    shadow, ran = judge(at_once, decode, [0, 1])
     assert ran == sum(decode.seq_lens.tolist()) and [o.request_id for o in shadow[:1]] == ["r0"]
     assert shadow[0].accepted == 3 and sum(o.accepted for o in shadow) < sum(o.k for o in shadow), shadow
     beside = Beside(threaded=True)
     later, later_pool = drafter()
-    assert later.judge_later(decode, [0, 1], beside)() == (shadow, ran)
+    assert judge_later(later, decode, [0, 1], beside)() == (shadow, ran)
     caught, caught_pool = drafter()
     assert caught.prefill_later(prefill, AT_ONCE)() == 0 and caught.seen == {"r0": 0, "r1": 0}
     assert caught.prefill_later(prefill, beside)() == len(A) + len(B)
     assert caught.seen == {"r0": len(A), "r1": len(B)}
-    assert caught.judge(decode, [0, 1]) == (shadow, ran - len(A) - len(B))
+    assert judge(caught, decode, [0, 1]) == (shadow, ran - len(A) - len(B))
     assert later.seen == caught.seen == at_once.seen
     one, _ = drafter()  # a request that may not draft (its hints cap K at 0) is not caught up
     assert one.prefill_later(prefill, beside, [False, True])() == len(B) and one.seen == {"r0": 0, "r1": len(B)}
@@ -262,10 +263,11 @@ def test_judgements_beside_the_target_and_prompts_caught_up_at_prefill_judge_as_
 
 @pytest.mark.parametrize("root_hit", [True, False], ids=["root-matched", "root-missed"])
 def test_a_judgement_given_the_steps_tokens_judges_each_root_too(hf, root_hit):
-    """draft_model.py, judging the root: the judging forward predicts after each request's root too; the join given
+    """draft_judge.py, judging the root: the judging forward predicts after each request's root too; the join given
     `now` (the token the step emitted after each batch row's root) judges that prediction with the others, exactly
     as a replay of the draft's greedy predictions at every judged position reads (without `now`, as `judge`)."""
-    from moe_sglang.draft_model import DraftModelDrafter, _replayed
+    from moe_sglang.draft_judge import judge_later, replayed
+    from moe_sglang.draft_model import DraftModelDrafter
     from moe_sglang.draft_thread import Beside
 
     prompts = [A, B]
@@ -275,13 +277,13 @@ def test_a_judgement_given_the_steps_tokens_judges_each_root_too(hf, root_hit):
     made.reset(["r0", "r1"])
     own = [greedy(hf, p + o, 1)[0] for p, o in zip(prompts, outputs, strict=True)]  # the draft's token after the root
     now = own if root_hit else [(t + 1) % 300 for t in own]
-    shadow, ran = made.judge_later(decode, [0, 1], Beside(threaded=True))(now)
+    shadow, ran = judge_later(made, decode, [0, 1], Beside(threaded=True))(now)
     expected = []
     for rid, p, o, t in zip(("r0", "r1"), prompts, outputs, now, strict=True):
         context = p + o
         hits = [greedy(hf, context[: len(p) + s + 1], 1)[0] == nxt for s, nxt in enumerate([*o[1:], t])]
         assert hits[-1] == root_hit
-        expected += [(rid, k, a) for k, a in _replayed(hits, 3)]
+        expected += [(rid, k, a) for k, a in replayed(hits, 3)]
     assert [(o.request_id, o.k, o.accepted) for o in shadow] == expected
     assert ran == sum(decode.seq_lens.tolist()) and made.seen == {"r0": len(A) + 7, "r1": len(B) + 5}
 

@@ -86,9 +86,10 @@ def test_without_a_head_the_margin_decides(hf, head):
 
 
 def test_judged_chains_are_gated_by_the_head_as_verified_ones(hf):
-    """A judgement asked with accept_stops replays chains stopped where the head doubts (draft_model.py, judging
+    """A judgement asked with accept_stops replays chains stopped where the head doubts (draft_judge.py, judging
     gated chains): a head that trusts every draft gives the ungated outcomes, one that doubts every draft none (every
     chain a plain step); the draft cache is caught up either way."""
+    from moe_sglang.draft_judge import judge, judge_later
     from moe_sglang.draft_model import DraftModelDrafter
     from moe_sglang.draft_thread import AT_ONCE
 
@@ -101,11 +102,11 @@ def test_judged_chains_are_gated_by_the_head_as_verified_ones(hf):
         head = AcceptHead(torch.zeros(EXTRA + hidden), bias)
         made = DraftModelDrafter(worker=None, topk=1, max_depth=3, stride=4, direct=direct_of(hf), head=head)
         made.reset(["r0", "r1"])
-        return made.judge_later(decode, [0, 1], AT_ONCE, [0.5, 0.5])(), made.seen
+        return judge_later(made, decode, [0, 1], AT_ONCE, [0.5, 0.5])(), made.seen
 
     plain = DraftModelDrafter(worker=None, topk=1, max_depth=3, stride=4, direct=direct_of(hf))
     plain.reset(["r0", "r1"])
-    ungated = plain.judge(decode, [0, 1])
+    ungated = judge(plain, decode, [0, 1])
     assert ungated[0] and judged(50.0) == (ungated, plain.seen)
     (none, ran), seen = judged(-50.0)
     assert none == () and ran == ungated[1] and seen == plain.seen

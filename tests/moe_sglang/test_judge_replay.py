@@ -1,27 +1,27 @@
-"""A judgement's outcomes (moe_sglang/draft_model.py, judging): the emitted tokens replayed as speculation at the
+"""A judgement's outcomes (moe_sglang/draft_judge.py): the emitted tokens replayed as speculation at the
 drafter's depth would have verified them, one outcome per chain, so a token the draft cannot predict counts once."""
 
-from moe_sglang.draft_model import _replayed
+from moe_sglang.draft_judge import replayed
 
 
 def test_each_chain_starts_after_the_previous_one_ends():
     # roots 0..6; depth 3: chain at 0 accepts 3 (bonus at 4), chain at 4 is rejected at once, chain at 5 accepts
     # the one token left to judge
     hits = [True, True, True, False, False, True, True]
-    assert _replayed(hits, 3) == [(3, 3), (1, 0), (2, 2)]
+    assert replayed(hits, 3) == [(3, 3), (1, 0), (2, 2)]
 
 
 def test_a_hard_token_is_one_rejection_not_one_per_chain_reaching_it():
     # the token after root 3 is unpredictable: chains at roots 0..3 would all reach it; a verify meets it once
     hits = [True, True, True, False, True, True]
-    chains = _replayed(hits, 4)
+    chains = replayed(hits, 4)
     assert chains == [(4, 3), (2, 2)]
     assert sum(k - a for k, a in chains) == 1
 
 
 def test_no_outcome_without_a_root_and_all_misses_one_each():
-    assert _replayed([], 3) == []
-    assert _replayed([False] * 4, 3) == [(1, 0)] * 4
+    assert replayed([], 3) == []
+    assert replayed([False] * 4, 3) == [(1, 0)] * 4
 
 
 def test_gated_chains_end_above_the_first_draft_the_head_doubts():
@@ -32,6 +32,6 @@ def test_gated_chains_end_above_the_first_draft_the_head_doubts():
     keeps = [True, False, True, True, False, True, True]
     # root 0: keeps draft 0 only (1, 1), bonus at 1; root 2: drafts 2, 3 kept, 3 rejected (2, 1); root 4: doubted,
     # plain; root 5: (2, 2)
-    assert _replayed(hits, 3, keeps) == [(1, 1), (2, 1), (2, 2)]
-    assert _replayed(hits, 3, [True] * len(hits)) == _replayed(hits, 3)
-    assert _replayed(hits, 3, [False] * len(hits)) == []
+    assert replayed(hits, 3, keeps) == [(1, 1), (2, 1), (2, 2)]
+    assert replayed(hits, 3, [True] * len(hits)) == replayed(hits, 3)
+    assert replayed(hits, 3, [False] * len(hits)) == []

@@ -163,7 +163,7 @@ def test_standalone_judges_its_draft_model_without_a_verify(
 ):
     """moe-serve on STANDALONE, its acceptance prior at 0 (no speculation before a measurement): instead of a probe
     (a verify of 3 drafts), each request has its draft model judged without a verify once it has emitted a few
-    tokens (draft_model.py, judging). The self-draft predicts the target's own tokens, so every judged position is
+    tokens (draft_judge.py). The self-draft predicts the target's own tokens, so every judged position is
     accepted (a prediction compared one position out of step would not be); a draft with other weights is rejected.
     Output is plain decoding's either way. The judgement gate is off: on the tiny models a STANDALONE step is fixed
     cost and speculation cannot repay a judgement (judgements_pay), which would leave nothing judged to check.
