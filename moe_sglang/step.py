@@ -148,11 +148,16 @@ class SpecRuntime:
         return StepInFlight(rids, hints, views, max_k, context, time.perf_counter(), resting=resting)
 
     def plan(
-        self, step: StepInFlight, draft_depths: list[int] | None = None, judging: bool = False, beside: bool = False
+        self,
+        step: StepInFlight,
+        draft_depths: list[int] | None = None,
+        judging: bool = False,
+        beside: bool = False,
+        gated: bool = False,
     ) -> StepPlan:
         """Ask the policies; with `draft_depths` each request's view says how deep its draft already is; `judging`:
         the worker can judge a request's drafter without a verify (BatchView.judging), `beside`: on a core of its own
-        (BatchView.judge_beside)."""
+        (BatchView.judge_beside); `gated`: its chains stop where an acceptance head doubts a draft (BatchView.gated)."""
         if not step.views:  # nobody may draft (open): K = 0 for all, a plain decode; nothing to ask a policy
             step.plan = StepPlan(
                 tuple(self.policies.resolve(h.policy) for h in step.hints), (0,) * len(step.rids), None
@@ -165,7 +170,7 @@ class SpecRuntime:
         try:
             burst = min(self.settings.plain_burst, step.max_k + 1)  # plain_burst.burst_len's bound, rows of K + 1
             step.plan = self.policies.plan(
-                time.perf_counter(), views, list(step.hints), step.max_k, "ragged", judging, burst, beside
+                time.perf_counter(), views, list(step.hints), step.max_k, "ragged", judging, burst, beside, gated
             )
         except Exception:  # a policy bug must not take the scheduler down: this step runs as SGLang would
             logger.exception("speculation policies failed; verifying the full draft for this step")

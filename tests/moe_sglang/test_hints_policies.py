@@ -219,6 +219,19 @@ def test_a_policys_accept_stop_reaches_its_own_rows_only():
     assert asked.plan(0.0, views(1), hints[:1], max_k=3).accept_stop == ()
 
 
+def test_on_gated_chains_moe_serves_rows_carry_its_priced_stop():
+    """Where the drafter's chains are gated by an acceptance head (the STANDALONE worker's drafter.gated), moe-serve
+    prices its stop (StepPlan.accept_costs, one cost per draft depth, its floor off) on its own rows; static keeps its
+    floor and carries no costs; without gating nobody does."""
+    hints = [RequestHints(policy="moe-serve"), RequestHints(policy="static"), RequestHints(policy="sglang")]
+    policies = PolicySet(SHAPE, {"moe-serve": {"warm_up": False}, "static": {"accept_stop": 0.7}})
+    plan = policies.plan(0.0, views(3), hints, max_k=3, gated=True)
+    assert plan.ks[0] > 0 and len(plan.accept_costs[0]) == plan.ks[0] and min(plan.accept_costs[0]) >= 0
+    assert plan.accept_costs[0][0] > 0  # a first draft verified costs the step something
+    assert plan.accept_costs[1:] == ((), ()) and plan.accept_stop == (0.0, 0.7, 0.0)
+    assert PolicySet(SHAPE, {"moe-serve": {"warm_up": False}}).plan(0.0, views(3), hints, max_k=3).accept_costs == ()
+
+
 @pytest.mark.parametrize("stop", [-0.1, 1.0, 1.1])
 def test_an_accept_stop_outside_0_1_is_refused(stop):
     """accept_stop is a probability floor: 1 or more would stop every draft (a ratio, misread), below 0 nothing."""
