@@ -36,7 +36,6 @@ from collections.abc import Callable
 import torch
 
 from moe_sglang.draft_model import DraftModelDrafter, DraftRequest, direct_inputs, seq_lens_of
-from moe_sglang.draft_stop import kept_drafts
 from moe_sglang.draft_thread import AT_ONCE
 from service.models.accept_head import AcceptHead
 from service.policy import ShadowOutcome
@@ -55,20 +54,16 @@ def judge_later(
     rows: list[int],
     beside: Callable = AT_ONCE,
     accept_stops: list[float] | None = None,
-    accept_costs: list[tuple[float, ...]] | None = None,
 ) -> Callable[..., tuple]:
     """`judge`, its draft forward run by `beside` (a draft_thread.Beside, or a function that wraps one) from
     inputs copied from the batch now; the returned join gives judge's value (and keeps the draft cache's state
     in step) on the caller's thread. The forward predicts at each request's root too (module docstring,
     judging the root): the join, given `now`, the token the step emitted after each batch row's root, judges
-    that prediction as well (without it, as `judge`: the root's prediction unused). `accept_stops[i]`,
-    `accept_costs[i]`: batch row i's chains are replayed stopped where the acceptance head's stop would end them, as
-    its verified chains would be (module docstring, judging gated chains; 0, () or None: replayed to the full
-    depth)."""
-    floors = accept_stops or [0.0] * len(batch.reqs)
-    costs = accept_costs or [()] * len(batch.reqs)
-    gated = drafter.head is not None and drafter.direct is not None
-    gated = gated and any(floors[i] > 0 or costs[i] for i in rows)
+    that prediction as well (without it, as `judge`: the root's prediction unused). `accept_stops[i]`: batch
+    row i's chains are replayed stopped where the acceptance head doubts a draft, as its verified chains
+    would be (module docstring, judging gated chains; 0 or None: replayed to the full depth)."""
+    gated = bool(accept_stops) and drafter.head is not None and drafter.direct is not None
+    gated = gated and any(accept_stops[i] > 0 for i in rows)
     seq = seq_lens_of(batch)
     judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
     parts, roots, logit_rows, offset = [], [], [], 0
@@ -95,12 +90,12 @@ def judge_later(
         (tokens, accept), found, at = predicted(), [], 0
         for (rid, emitted), r in zip(roots, judged, strict=True):
             made = tokens[at : at + len(emitted) + 1]  # the emitted tokens' predictions, then the root's
-            asked = accept is not None and (floors[r.row] > 0 or costs[r.row])
-            probs = accept[at : at + len(made)] if asked else None
+            floor = accept_stops[r.row] if accept is not None else 0.0
+            keeps = [q >= floor for q in accept[at : at + len(made)]] if floor > 0 else None
             at += len(made)
             truth = emitted if now is None else [*emitted, now[r.row]]
             hits = [p == t for p, t in zip(made[: len(truth)], truth, strict=True)]
-            chains = replayed(hits, drafter.max_depth, probs, floors[r.row], costs[r.row])
+            chains = replayed(hits, drafter.max_depth, keeps)
             found += [ShadowOutcome(rid, drafter.max_depth, k, a) for k, a in chains]
             drafter.seen[rid] = r.seq_len + 1  # the root's draft KV is written at its slot; it is committed now
         return tuple(found), ran_tokens
@@ -119,24 +114,16 @@ def chain_outcome(hits: list[bool], depth: int) -> tuple[int, int]:
     return accepted, accepted
 
 
-def replayed(
-    hits: list[bool],
-    depth: int,
-    accept: list[float] | None = None,
-    floor: float = 0.0,
-    costs: tuple[float, ...] = (),
-) -> list[tuple[int, int]]:
+def replayed(hits: list[bool], depth: int, keeps: list[bool] | None = None) -> list[tuple[int, int]]:
     """(positions judged, positions accepted) of each chain speculation at `depth` would have verified along the
     emitted tokens, `hits[s]` whether the draft's prediction at root s matched (module docstring): a chain
-    at the first root, each next one at the token after the previous chain's accepted run. With `accept[s]` (the
-    acceptance head's probability of the prediction at s), a chain ends above its first draft the stop would not
-    keep at `floor` and `costs` (draft_stop.kept_drafts), as it ends a verified one; a chain that keeps no draft is
-    a plain step, no outcome."""
+    at the first root, each next one at the token after the previous chain's accepted run. With `keeps[s]` (the
+    acceptance head's verdict on the prediction at s), a chain ends above its first draft the head doubts, as the
+    stop ends a verified one (draft_stop.py); a chain that keeps no draft is a plain step, no outcome."""
     chains, root = [], 0
     while root < len(hits):
         ahead = min(depth, len(hits) - root)
-        kept = ahead if accept is None else kept_drafts(accept[root : root + ahead], floor, costs)
-        cap = depth if kept == ahead else kept  # all it could be judged on kept: it would draft on
+        cap = depth if keeps is None else next((i for i in range(ahead) if not keeps[root + i]), depth)
         judged, accepted = chain_outcome(hits[root:], cap)
         if judged:
             chains.append((judged, accepted))

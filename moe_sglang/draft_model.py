@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from moe_sglang.draft_forward import DirectDraft
-from moe_sglang.draft_stop import asks_head, stop_unlikely
+from moe_sglang.draft_stop import stop_unlikely
 from moe_sglang.draft_thread import Beside
 from moe_sglang.draft_tree import DraftTree
 from moe_sglang.ragged import verify_layout
@@ -56,9 +56,6 @@ class DraftRequest:
     tree: DraftTree
     stop: float = 0.0  # its chain stops at a draft below this multiple of its runner-up's probability (0: never)
     accept_stop: float = 0.0  # ... at a draft the acceptance head gives below this probability (0: never)
-    accept_costs: tuple[float, ...] = ()  # ... at a draft that does not pay at these costs (draft_stop.keeps; ())
-    alive: float = 1.0  # the head's probability that the drafts kept so far are all accepted (draft_stop.keeps)
-    expected: float = 1.0  # tokens the drafts kept so far are expected to emit, the target's own one included
     kept: int | None = None  # drafts kept after such a stop (the ones above it); None: no stop
 
 
@@ -90,16 +87,11 @@ class DraftModelDrafter:
         return [max(s - self.seen.get(req.rid, 0), 0) for req, s in zip(batch.reqs, seq_lens_of(batch), strict=True)]
 
     def draft(
-        self,
-        batch,
-        budgets: list[int],
-        stops: list[float] | None = None,
-        accept_stops: list[float] | None = None,
-        accept_costs: list[tuple[float, ...]] | None = None,
+        self, batch, budgets: list[int], stops: list[float] | None = None, accept_stops: list[float] | None = None
     ) -> tuple[DraftTrees, list[DraftRequest], int]:
         """Draft trees of the requests with budgets[i] > 0 (root-only rows for the others), the drafting requests,
-        and how many sequential draft forwards ran; `stops[i]`, `accept_stops[i]`, `accept_costs[i]`: where request
-        i's chain stops (draft_stop.py; 0, () or None: it drafts to its budget)."""
+        and how many sequential draft forwards ran; `stops[i]`, `accept_stops[i]`: where request i's chain stops
+        (draft_stop.py; 0 or None: it drafts to its budget)."""
         chains = self.topk == 1
         roots = [_tokens(req)[-1] for req in batch.reqs]
         trees = DraftTrees.roots_only(roots, self.stride)
@@ -112,7 +104,6 @@ class DraftModelDrafter:
                 DraftTree(roots[i], self.topk),
                 stop=stops[i] if stops and chains else 0.0,
                 accept_stop=accept_stops[i] if accept_stops and chains else 0.0,
-                accept_costs=accept_costs[i] if accept_costs and chains else (),
             )  # fmt: skip
             for i, k in enumerate(budgets)
             if k > 0
@@ -193,7 +184,7 @@ class DraftModelDrafter:
 
     def _wants_hidden(self, drafting: list[DraftRequest]) -> bool:
         """Whether this forward keeps the final hidden states: a request asks the head (draft_stop.py)."""
-        return self.gated and any(asks_head(r) for r in drafting)
+        return self.gated and any(r.accept_stop > 0 for r in drafting)
 
     def lag_part(self, req, seq_len: int) -> _Part:
         """The tokens [seen, seq_len] the draft cache lacks, root last, causal after prefix [0, seen)."""

@@ -7,12 +7,8 @@ step with a rejected draft ~24 ms against a ~8 ms plain step on moe-fine x48), o
 
 Two checks, in this order of preference:
     head    p(accept) < accept_stop, p the draft's acceptance head (service/models/accept_head.py: a logistic model
-            over the draft's final hidden state and top-8 log-probabilities, stored beside the draft's checkpoint),
-            or, with accept_costs, the draft does not pay at the step's costs: at depth i, π_i = Π_{j<=i} p_j (the
-            head's probability that drafts 1..i are all accepted: each p_j is conditioned on the drafts above it
-            accepted, as the head was fitted) below e_{i-1} · accept_costs[i-1], e_{i-1} = 1 + Σ_{j<i} π_j (`keeps`);
-            used where the drafter has a head and the request asked for it (Decision.accept_stop > 0 or
-            Decision.accept_costs)
+            over the draft's final hidden state and top-8 log-probabilities, stored beside the draft's checkpoint);
+            used where the drafter has a head and the request asked for it (Decision.accept_stop > 0)
     margin  p_1 < draft_stop * p_2, p_1 and p_2 the draft's probabilities of its token and of its runner-up
             (Decision.draft_stop >= 1); a draft without a head, or a request without accept_stop
 Over the bench's held-out prompts (moe-fine and its distilled draft) the margin's AUC for acceptance is 0.85 and the
@@ -33,53 +29,23 @@ from service.models.accept_head import AcceptHead
 class Stoppable(Protocol):  # draft_model.DraftRequest
     stop: float  # margin ratio (0: none)
     accept_stop: float  # acceptance probability floor for the head (0: none)
-    accept_costs: tuple[float, ...]  # Decision.accept_costs ((): none)
-    alive: float  # π of the drafts kept so far (1 before the first)
-    expected: float  # e of the drafts kept so far (1 before the first)
     depth_cap: int
     kept: int | None
     tree: object
-
-
-def asks_head(r: Stoppable) -> bool:
-    return r.accept_stop > 0.0 or bool(r.accept_costs)
-
-
-def keeps(
-    p: float, depth: int, alive: float, expected: float, floor: float, costs: tuple[float, ...]
-) -> tuple[bool, float, float]:
-    """Whether a chain keeps its draft at `depth` (1-based) whose head probability is `p`, given π and e of the
-    drafts above it (`alive`, `expected`: 1 and 1 at depth 1), and π and e with it (module docstring: head)."""
-    reach = alive * p
-    if p < floor or (costs and reach < expected * costs[min(depth, len(costs)) - 1]):
-        return False, alive, expected
-    return True, reach, expected + reach
-
-
-def kept_drafts(probs: list[float], floor: float, costs: tuple[float, ...]) -> int:
-    """Drafts a chain keeps whose drafts' head probabilities are `probs`, top first (`keeps` at each depth)."""
-    alive = expected = 1.0
-    for depth, p in enumerate(probs, start=1):
-        kept, alive, expected = keeps(p, depth, alive, expected, floor, costs)
-        if not kept:
-            return depth - 1
-    return len(probs)
 
 
 def stop_unlikely(drafting: list[Stoppable], logprobs, hidden: torch.Tensor | None, head: AcceptHead | None) -> None:
     """`logprobs[i]` [V]: the draft's log-probabilities that gave request i's newest draft (a tensor [R, V] or a list
     of rows), `hidden[i]` [H] its final hidden state (None where the forward did not keep it); requests whose newest
     draft fails their check stop at this depth with the drafts above it (module docstring)."""
-    by_head = [i for i, r in enumerate(drafting) if asks_head(r) and head is not None and hidden is not None]
+    by_head = [i for i, r in enumerate(drafting) if r.accept_stop > 0.0 and head is not None and hidden is not None]
     chosen = set(by_head)
     by_margin = [i for i, r in enumerate(drafting) if r.stop > 0.0 and i not in chosen]
     if by_head:
         p = head.probability(torch.stack([logprobs[i] for i in by_head]), hidden[by_head]).tolist()
         for i, accept in zip(by_head, p, strict=True):
-            r = drafting[i]
-            kept, r.alive, r.expected = keeps(accept, r.tree.depth, r.alive, r.expected, r.accept_stop, r.accept_costs)
-            if not kept:
-                _stop_here(r)
+            if accept < drafting[i].accept_stop:
+                _stop_here(drafting[i])
     if by_margin:
         top = torch.stack([logprobs[i] for i in by_margin]).topk(2, dim=-1).values.tolist()  # one top-2 for all
         for i, (first, second) in zip(by_margin, top, strict=True):

@@ -36,9 +36,6 @@ class StepPlan:
     draft_stop: tuple[float, ...] = ()
     # per request: its drafter's stop at a low predicted acceptance (Decision.accept_stop; 0: none); () = nobody
     accept_stop: tuple[float, ...] = ()
-    # per request: its drafter's stop where a draft does not pay at the step's relative token costs (Decision.
-    # accept_costs; (): none); () = nobody
-    accept_costs: tuple[tuple[float, ...], ...] = ()
 
 
 class PolicySet:
@@ -89,7 +86,6 @@ class PolicySet:
         rest = [0] * len(views)
         stop = [0.0] * len(views)
         accept_stop = [0.0] * len(views)
-        accept_costs: list[tuple[float, ...]] = [()] * len(views)
         budgets: list[tuple[int, ...] | None] = []
         for name in dict.fromkeys(n for n in names if n != NO_POLICY):
             rows = [i for i, n in enumerate(names) if n == name]
@@ -110,7 +106,6 @@ class PolicySet:
                 rest[i] = decision.rest_until[j] if decision.rest_until else 0
                 stop[i] = decision.draft_stop
                 accept_stop[i] = decision.accept_stop
-                accept_costs[i] = decision.accept_costs
             budgets.append(decision.expert_budget)
         for i, h in enumerate(hints):
             if h.max_k is not None:
@@ -124,7 +119,6 @@ class PolicySet:
             tuple(rest) if any(rest) else (),
             tuple(stop) if any(stop) else (),
             tuple(accept_stop) if any(accept_stop) else (),
-            tuple(accept_costs) if any(accept_costs) else (),
         )
 
     def _step_budget(self, budgets: list[tuple[int, ...] | None], hints: list[RequestHints]) -> tuple[int, ...] | None:

@@ -152,7 +152,7 @@ def _decode(worker, batch, on_publish):
     )
     beside = worker.drafter.direct is not None and worker.beside.threaded
     plan = runtime.plan(step, judging=True, beside=beside, gated=worker.drafter.gated)
-    judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside, plan.accept_stop, plan.accept_costs)
+    judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside, plan.accept_stop)
     drafting, out = [], None
     try:
         if max(plan.ks) == 0:
@@ -161,7 +161,7 @@ def _decode(worker, batch, on_publish):
         else:
             start = time.perf_counter()
             trees, drafting, forwards = worker.drafter.draft(
-                batch, list(plan.ks), list(plan.draft_stop), list(plan.accept_stop), list(plan.accept_costs)
+                batch, list(plan.ks), list(plan.draft_stop), list(plan.accept_stop)
             )
             step.draft_steps += forwards
             step.draft_backlog_tokens += sum(step.views[r.row].draft_backlog for r in drafting)
@@ -181,9 +181,7 @@ def _decode(worker, batch, on_publish):
     return out.result
 
 
-def _judge(
-    drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], beside: Beside, accept_stops=(), accept_costs=()
-):
+def _judge(drafter: DraftModelDrafter, batch, step, judge: tuple[bool, ...], beside: Beside, accept_stops=()):
     """The draft model judged without a verify for the requests the plan names (draft_judge.py): one
     draft forward over what their draft cache lacks, run by `beside` (draft_thread.py) while the step drafts for
     the others and runs the target's forward; the returned join gives the shadow outcomes. Timed and counted apart
@@ -194,8 +192,8 @@ def _judge(
     draft), which then priced every speculative step out at batch 1. What is timed is what the step waited for:
     the whole forward on the scheduler's thread, on a thread of its own the time its join waited. The join takes
     the step's output (None where the step failed): each judged request's root is judged against the first token
-    its row emitted (draft_judge.py, judging the root); `accept_stops`, `accept_costs`: StepPlan's (judging
-    gated chains)."""
+    its row emitted (draft_judge.py, judging the root); `accept_stops`: StepPlan.accept_stop (judging gated
+    chains)."""
     rows = [i for i, asked in enumerate(judge) if asked]
     if not rows:
         return lambda out: ()
@@ -212,7 +210,7 @@ def _judge(
         return beside(run)
 
     start = time.perf_counter()
-    later = judge_later(drafter, batch, rows, timed, list(accept_stops), list(accept_costs))  # gated as verified
+    later = judge_later(drafter, batch, rows, timed, list(accept_stops))  # chains gated as verified ones
     waited = time.perf_counter() - start if not beside.threaded else 0.0
 
     def join(out):

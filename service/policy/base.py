@@ -60,10 +60,9 @@ def plan(
     rest_until: tuple[int, ...] = (),
     draft_stop: float = 0.0,
     accept_stop: float = 0.0,
-    accept_costs: tuple[float, ...] = (),
 ) -> Decision:
     """A decision that verifies every drafted token: verify_len = K, each K clamped to [0, batch.max_k]; `judge`,
-    `rest_until`, `draft_stop`, `accept_stop`, `accept_costs`: Decision's."""
+    `rest_until`, `draft_stop`, `accept_stop`: Decision's."""
     return Decision(
         requests=tuple(
             RequestDecision(r.request_id, k, k)
@@ -74,5 +73,4 @@ def plan(
         rest_until=rest_until,
         draft_stop=draft_stop,
         accept_stop=accept_stop,
-        accept_costs=accept_costs,
     )

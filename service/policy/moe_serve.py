@@ -116,10 +116,9 @@
            bound on it (hoped_gain).
   own cost at batch 1 a request's speculative steps are priced by the ratio its own such steps measured against
            their prices (moe_serve_observe.own_ratio).
-  stop     a drafter that drafts depth by depth stops a request's chain at its first draft its acceptance head
-           says does not pay at the step's prices (BatchView.gated, `priced_stop`: moe_serve_stop.py) or gives below
-           `accept_stop`, else below `draft_stop` times the runner-up's probability (Decision's; draft_stop.py);
-           K is the allocation's cap. Gated chains need no judgement first (`judged_first` waits without a head).
+  stop     a drafter that drafts depth by depth stops a request's chain at its first draft its acceptance head gives
+           below `accept_stop`, or without a head below `draft_stop` times the runner-up's probability (Decision's,
+           draft_stop.py); K is the allocation's cap. Chains gated by a head (BatchView.gated) skip `judged_first`.
 Small batch on a sparse MoE: every draft token hits new experts, so U_r < 1 unless p is high. Moderate batch: the
 experts are already loaded (N(n) saturates), so the marginal cost is small and K grows.
 """
@@ -144,13 +143,17 @@ from service.policy.moe_serve_probe import (
     rests,
     scout,
 )
-from service.policy.moe_serve_stop import stop_costs
 from service.policy.moe_serve_terms import life_cap
 from service.policy.moe_serve_trim import trim_to_confidences
 from service.policy.slo import step_time_cap
-from service.policy.step_coefficients import SMALL_GPU as DEFAULT_PRIOR  # the fit replaces it in a few dozen steps
 from service.policy.step_coefficients import MoeShape, StepCoefficients
 from service.policy.types import BatchView, Decision
+
+# seconds: a rough small-GPU profile; the fit replaces it within a few dozen steps
+DEFAULT_PRIOR = StepCoefficients(
+    verify_fixed=4e-3, per_token=5e-5, per_expert=5e-5, per_draft_step=1e-3, per_draft_token=2e-5, other=5e-4,
+    per_backlog_token=2e-5,
+)  # fmt: skip
 
 # the policy's state kept per request (dicts and sets keyed by request id), forgotten when requests leave (decide)
 PER_REQUEST = (
@@ -186,7 +189,6 @@ class MoeServePolicy:
         rejudge_after: int = 2,
         draft_stop: float = 1.1,
         accept_stop: float = 0.6,
-        priced_stop: bool = True,
     ) -> None:
         if (
             k_max < 0 or probe_every < 1 or max_probe_every < probe_every or refit_every < 1
@@ -242,7 +244,7 @@ class MoeServePolicy:
         self._own: dict[str, tuple[tuple, ...]] = {}  # request -> its latest batch-1 speculative steps (own cost)
         self._own_memo: dict[str, tuple[int, float]] = {}  # request -> (step, its own cost ratio then)
         self._steps = 0
-        self.draft_stop, self.accept_stop, self.priced_stop = draft_stop, accept_stop, priced_stop  # (stop)
+        self.draft_stop, self.accept_stop = draft_stop, accept_stop  # Decision's, of its speculative steps (stop)
 
     def decide(self, batch: BatchView) -> Decision:
         reqs = batch.requests
@@ -259,7 +261,7 @@ class MoeServePolicy:
         k_cap, self._beside = min(self.k_max, batch.max_k), batch.judge_beside
         resting = [r.tokens_so_far < self._rest_until.get(r.request_id, 0) for r in reqs]
         probs, caps = [], []
-        waits = batch.judging and self.judged_first and not (batch.gated and (self.priced_stop or self.accept_stop))
+        waits = batch.judging and self.judged_first and not (batch.gated and self.accept_stop > 0)  # (stop)
         for r, asleep in zip(reqs, resting, strict=True):
             if asleep:  # K = 0 until its rest ends, nothing weighed (resting)
                 probs.append([0.0] * max(self.k_max, 1))
@@ -372,9 +374,7 @@ class MoeServePolicy:
         if self._probing and self._probe_breaks_slo(ks, chosen, probs, batch):
             ks, self._probing = chosen, set()  # a probe must not push the batch over its TPOT target
         rests = self._rests(waiting, ks, probs, caps, k_cap, batch)
-        costs = self._stop_costs(batch, probs, ks, caps, judge)  # priced, else the head's floor (stop)
-        floor = 0.0 if costs else self.accept_stop
-        return plan(batch, ks, self._budget(), frozenset(judge), rests, self.draft_stop, floor, costs)
+        return plan(batch, ks, self._budget(), frozenset(judge), rests, self.draft_stop, self.accept_stop)
 
     _judged_now = judged_now
     _probe_breaks_slo = probe_breaks_slo
@@ -391,7 +391,6 @@ class MoeServePolicy:
     allocate = allocate
     _objective = objective
     _time = step_time
-    _stop_costs = stop_costs
 
     def _budget(self) -> tuple[int, ...] | None:
         return None if self.expert_budget is None else (self.expert_budget,) * self.shape.num_layers

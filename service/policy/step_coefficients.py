@@ -34,10 +34,3 @@ class StepCoefficients:
     per_backlog_token: float = 0.0  # seconds per token a draft model runs to catch up with a request's context
     per_judgement: float | None = None  # seconds per judging forward; None = a draft step's (per_draft_step)
     per_judged_token: float | None = None  # seconds per token it catches up; None = per_backlog_token
-
-
-# seconds: a rough small-GPU profile, moe-serve's prior (moe_serve.py's DEFAULT_PRIOR)
-SMALL_GPU = StepCoefficients(
-    verify_fixed=4e-3, per_token=5e-5, per_expert=5e-5, per_draft_step=1e-3, per_draft_token=2e-5, other=5e-4,
-    per_backlog_token=2e-5,
-)  # fmt: skip

@@ -5,7 +5,6 @@ All frozen, all plain numbers: the SGLang integration builds them from engine st
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 
@@ -64,7 +63,9 @@ class BatchView:
     judge_beside: bool = False
     # the drafter stops a request's chain at its first draft its acceptance head doubts, where Decision.accept_stop
     # asks (moe-serve's STANDALONE with a head beside its draft, moe_sglang/draft_stop.py): what a chain verifies is
-    # gated draft by draft on the draft's own features, not only capped by K
+    # gated draft by draft on the draft's own features, not only capped by K. moe-serve then lets a new request
+    # speculate before its first judgement (paired rounds: 0.97-0.98x of the TPOT with the wait over three runs of
+    # the STANDALONE cells, bench/results/head-first-s78)
     gated: bool = False
     # plain decode forwards the engine runs in one scheduler step while no request of the batch may draft (every one
     # resting, Decision.rest_until, or capped at K = 0): moe_sglang/plain_burst.py; 1 = a step per token
@@ -117,19 +118,12 @@ class Decision:
     # ... and, where the drafter has an acceptance head, at the first draft it gives an acceptance probability below
     # this instead (0: the margin alone; moe_sglang/draft_stop.py)
     accept_stop: float = 0.0
-    # ... and at the first draft at depth i (1-based) where the head's probability that drafts 1..i are all accepted,
-    # π_i, is below e_{i-1} · accept_costs[i-1] (the last entry for deeper drafts), e_{i-1} = 1 + Σ_{j<i} π_j the
-    # tokens the chain above it is expected to emit: accept_costs[i-1] is the step's relative cost of one more
-    # verified token there, so the chain keeps a draft only where it lowers the expected time per token; () = none
-    accept_costs: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.draft_stop < 0 or 0 < self.draft_stop < 1:
             raise ValueError(f"draft_stop must be 0 (off) or >= 1, got {self.draft_stop}")
         if not 0 <= self.accept_stop < 1:
             raise ValueError(f"accept_stop must be a probability in [0, 1) (0: off), got {self.accept_stop}")
-        if any(not 0 <= c < math.inf for c in self.accept_costs):
-            raise ValueError(f"accept_costs must be finite and >= 0, got {self.accept_costs}")
         if self.rest_until and len(self.rest_until) != len(self.requests):
             raise ValueError(f"rest_until has {len(self.rest_until)} entries for {len(self.requests)} requests")
         for r, until in zip(self.requests, self.rest_until, strict=False):

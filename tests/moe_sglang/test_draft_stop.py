@@ -70,43 +70,6 @@ def test_chains_stop_at_the_first_draft_the_head_doubts(hf):
     assert [n.token for n in drafting[0].tree.nodes[1 : stop_at + 1]] == greedy(hf, prompts[0], stop_at)
 
 
-def test_chains_at_costs_keep_the_drafts_that_pay(hf):
-    """With accept_costs a chain keeps draft i while the head's probability that drafts 1..i are all accepted beats
-    (1 + that of the drafts above it) x the cost (draft_stop.keeps): the engine keeps what kept_drafts computes from
-    transformers' own probabilities, at a cost chosen to stop the chain partway; a request without costs drafts on."""
-    from moe_sglang.draft_model import DraftModelDrafter
-    from moe_sglang.draft_stop import kept_drafts
-
-    head = head_for(hf)
-    probs = chain_probabilities(hf, head, A, 4)
-    alive, expected, bounds = 1.0, 1.0, []  # per depth: the cost under which its draft is kept
-    for p in probs:
-        alive *= p
-        bounds.append(alive / expected)
-        expected += alive
-    stops = [d for d in range(1, 4) if bounds[d] < min(bounds[:d]) - 1e-3]
-    assert stops, f"no depth of the fixture's chain can be cut by a cost alone: {bounds}"
-    d = stops[0]
-    cost = (bounds[d] + min(bounds[:d])) / 2
-    assert kept_drafts(probs, 0.0, (cost,)) == d
-    batch = batch_of([A, B], [[], []], [len(A) - 1, len(B) - 1])
-    drafter = DraftModelDrafter(worker=None, topk=1, max_depth=4, stride=5, direct=direct_of(hf), head=head)
-    drafter.reset(["r0", "r1"])
-    trees, drafting, _ = drafter.draft(batch, [4, 3], [0.0, 0.0], [0.0, 0.0], [(cost,), ()])
-    assert list(trees.drafts) == [d, 3] and drafting[0].kept == d and drafting[1].kept is None
-
-
-def test_keeps_reads_the_floor_then_the_cost_of_the_depth():
-    """keeps: a draft below the floor stops whatever the costs; otherwise π_i against e_{i-1} x the depth's cost
-    (the last cost for deeper drafts), returning π and e with the draft where kept, unchanged where not."""
-    from moe_sglang.draft_stop import keeps
-
-    assert keeps(0.5, 1, 1.0, 1.0, 0.6, ()) == (False, 1.0, 1.0)
-    assert keeps(0.7, 1, 1.0, 1.0, 0.6, ()) == (True, 0.7, 1.7)
-    assert keeps(0.9, 3, 0.8, 2.5, 0.0, (0.1, 0.2)) == (True, pytest.approx(0.72), pytest.approx(3.22))
-    assert keeps(0.9, 3, 0.8, 2.5, 0.0, (0.1, 0.3)) == (False, 0.8, 2.5)  # 0.72 < 2.5 x 0.3
-
-
 @pytest.mark.parametrize("head", [False, True], ids=["no-head", "head"])
 def test_without_a_head_the_margin_decides(hf, head):
     """accept_stop asks a head; a drafter without one stops by the margin where the request set draft_stop (1e300:

@@ -219,17 +219,24 @@ def test_a_policys_accept_stop_reaches_its_own_rows_only():
     assert asked.plan(0.0, views(1), hints[:1], max_k=3).accept_stop == ()
 
 
-def test_on_gated_chains_moe_serves_rows_carry_its_priced_stop():
-    """Where the drafter's chains are gated by an acceptance head (the STANDALONE worker's drafter.gated), moe-serve
-    prices its stop (StepPlan.accept_costs, one cost per draft depth, its floor off) on its own rows; static keeps its
-    floor and carries no costs; without gating nobody does."""
-    hints = [RequestHints(policy="moe-serve"), RequestHints(policy="static"), RequestHints(policy="sglang")]
-    policies = PolicySet(SHAPE, {"moe-serve": {"warm_up": False}, "static": {"accept_stop": 0.7}})
-    plan = policies.plan(0.0, views(3), hints, max_k=3, gated=True)
-    assert plan.ks[0] > 0 and len(plan.accept_costs[0]) == plan.ks[0] and min(plan.accept_costs[0]) >= 0
-    assert plan.accept_costs[0][0] > 0  # a first draft verified costs the step something
-    assert plan.accept_costs[1:] == ((), ()) and plan.accept_stop == (0.0, 0.7, 0.0)
-    assert PolicySet(SHAPE, {"moe-serve": {"warm_up": False}}).plan(0.0, views(3), hints, max_k=3).accept_costs == ()
+def test_gated_chains_reach_the_policies_view():
+    """PolicySet.plan(gated=True) (the STANDALONE worker's drafter.gated) reaches the policy's BatchView.gated (what
+    moe-serve does with it: tests/policy/test_moe_serve_gated.py)."""
+    from service.policy.moe_serve import MoeServePolicy
+
+    seen = []
+
+    class Spy(MoeServePolicy):
+        def decide(self, batch):
+            seen.append(batch.gated)
+            return super().decide(batch)
+
+    policies = PolicySet(SHAPE)
+    policies._policies["moe-serve"] = Spy(warm_up=False)
+    hints = [RequestHints(policy="moe-serve")]
+    policies.plan(0.0, views(1), hints, max_k=3, judging=True)
+    policies.plan(0.0, views(1), hints, max_k=3, judging=True, gated=True)
+    assert seen == [False, True]
 
 
 @pytest.mark.parametrize("stop", [-0.1, 1.0, 1.1])

@@ -25,25 +25,13 @@ def test_no_outcome_without_a_root_and_all_misses_one_each():
 
 
 def test_gated_chains_end_above_the_first_draft_the_head_doubts():
-    """With the acceptance head's probabilities and a floor, a chain is replayed as the stop verifies it: it ends
-    above its first doubted draft (all of it accepted: the next chain starts after the bonus), a chain whose first
-    draft is doubted is a plain step with no outcome, and a doubted draft that would have been rejected costs
-    nothing."""
+    """With the acceptance head's verdicts (keeps), a chain is replayed as the stop verifies it: it ends above its
+    first doubted draft (all of it accepted: the next chain starts after the bonus), a chain whose first draft is
+    doubted is a plain step with no outcome, and a doubted draft that would have been rejected costs nothing."""
     hits = [True, True, True, False, False, True, True]
-    accept = [0.9, 0.2, 0.9, 0.9, 0.2, 0.9, 0.9]
+    keeps = [True, False, True, True, False, True, True]
     # root 0: keeps draft 0 only (1, 1), bonus at 1; root 2: drafts 2, 3 kept, 3 rejected (2, 1); root 4: doubted,
     # plain; root 5: (2, 2)
-    assert replayed(hits, 3, accept, 0.5) == [(1, 1), (2, 1), (2, 2)]
-    assert replayed(hits, 3, [0.9] * len(hits), 0.5) == replayed(hits, 3)
-    assert replayed(hits, 3, [0.2] * len(hits), 0.5) == []
-
-
-def test_chains_replayed_at_costs_keep_the_drafts_that_pay():
-    """With costs instead of a floor, a chain keeps draft i while the head's probability that drafts 1..i are all
-    accepted beats (1 + that of the drafts above it) x the cost at depth i (draft_stop.keeps), as a verified one."""
-    hits = [True] * 6
-    accept = [0.9] * 6
-    # π = 0.9, 0.81, 0.729; e = 1, 1.9, 2.71; at costs 0.3: 0.9 >= 0.3, 0.81 >= 0.57, 0.729 < 0.813: two drafts
-    assert replayed(hits, 3, accept, 0.0, (0.3,)) == [(2, 2), (2, 2)]
-    assert replayed(hits, 3, accept, 0.0, (0.95,)) == []  # 0.9 < 0.95: no draft pays
-    assert replayed(hits, 3, accept, 0.0, (0.0,)) == replayed(hits, 3)
+    assert replayed(hits, 3, keeps) == [(1, 1), (2, 1), (2, 2)]
+    assert replayed(hits, 3, [True] * len(hits)) == replayed(hits, 3)
+    assert replayed(hits, 3, [False] * len(hits)) == []
