@@ -1,7 +1,8 @@
 """Scratch (78th session): each step of the batch-8 waves of a step log that speculated in at most 5 of their steps
 (moe-serve's, where static K = 1 speculates in all): batch size, K per request, plain or not, drafts verified and
 accepted, the target's forward, drafting and other ms, the gap since the step before, NGRAM depths, shadow
-outcomes ([judged, accepted] per draft), requests resting.
+outcomes ([judged, accepted] per draft), requests resting. Waves are split as ../judge-root-s68/waves.py splits
+them (its loop copied: a record of what ran, as that one is).
 usage: python wave_steps.py STEPS.jsonl.gz"""
 
 import gzip
