@@ -150,8 +150,8 @@ def _decode(worker, batch, on_publish):
     step = runtime.open(
         batch.reqs, max_k=worker.speculative_num_draft_tokens - 1, backlogs=worker.drafter.backlogs(batch)
     )
-    beside = worker.drafter.direct is not None and worker.beside.threaded
-    plan = runtime.plan(step, judging=True, beside=beside, gated=worker.drafter.gated)
+    threaded = worker.drafter.direct is not None and worker.beside.threaded  # judgements beside the forward
+    plan = runtime.plan(step, judging=True, beside=threaded, gated=worker.drafter.gated)
     judged = _judge(worker.drafter, batch, step, plan.judge, worker.beside, plan.accept_stop)
     drafting, out = [], None
     try:
