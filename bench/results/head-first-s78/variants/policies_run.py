@@ -16,6 +16,9 @@ if os.environ.get("STEP_LOG"):
 policies.HINTED = (
     *policies.HINTED,
     policies.Variant("static-head", {"policy": "static-head"}),
-    *(policies.Variant(name, {"policy": name}) for name in ("moe-serve-nowait", "moe-serve-floor", "moe-serve-before")),
+    *(
+        policies.Variant(name, {"policy": name})
+        for name in ("moe-serve-nowait", "moe-serve-floor", "moe-serve-before", "moe-serve-cap")
+    ),
 )
 sys.exit(policies.main(sys.argv[1:]))
