@@ -62,8 +62,8 @@ def judge_later(
     that prediction as well (without it, as `judge`: the root's prediction unused). `accept_stops[i]`: batch
     row i's chains are replayed stopped where the acceptance head doubts a draft, as its verified chains
     would be (module docstring, judging gated chains; 0 or None: replayed to the full depth)."""
-    gated = bool(accept_stops) and drafter.head is not None and drafter.direct is not None
-    gated = gated and any(accept_stops[i] > 0 for i in rows)
+    # as the verified chains: trees (topk > 1) never stop, so their judgements replay ungated (DraftModelDrafter.gated)
+    gated = drafter.gated and bool(accept_stops) and any(accept_stops[i] > 0 for i in rows)
     seq = seq_lens_of(batch)
     judged = [DraftRequest(i, seq[i], 0, None) for i in rows]
     parts, roots, logit_rows, offset = [], [], [], 0
